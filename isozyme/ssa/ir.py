@@ -1,0 +1,417 @@
+"""The IR classes: values, instructions, phis, blocks, functions and modules.
+
+Values compare by identity. Every value keeps the list of its uses; operand tuples are immutable and
+change only through `Instruction.set_operand`, `Value.replace_all_uses_with`, the phi methods and
+`Instruction.erase`, so use lists never go out of sync. Blocks hold phis first, then instructions, then
+one terminator; the verifier (`verifier.py`) checks it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import KW_ONLY, dataclass, field
+
+import numpy as np
+
+from isozyme.ssa.ops import OP_INFO, Op
+from isozyme.ssa.types import VOID, ScalarType, Type
+
+
+class IRError(Exception):
+    """A misuse of the IR mutation API (erasing a used value, replacing with a value of another type)."""
+
+
+@dataclass(frozen=True)
+class SourceLoc:
+    """Where a value came from: a kernel's Python source or an `.ir` file."""
+
+    file: str
+    """Path of the source file."""
+    line: int
+    """1-based line number."""
+    col: int = 0
+    """0-based column (as in Python's `ast`); printed 1-based."""
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.col + 1}"
+
+
+@dataclass(eq=False)
+class Use:
+    """One operand slot: `user.operands[index]` is the used value."""
+
+    user: Instruction
+    """The instruction holding the operand."""
+    index: int
+    """Position in the user's operand tuple."""
+
+
+@dataclass(eq=False, repr=False)
+class Value:
+    """Anything an instruction can use: an argument, a constant or an instruction's result."""
+
+    type: Type
+    """The value's IR type."""
+    _: KW_ONLY
+    name: str | None = None
+    """Name hint for the printer (the source variable, e.g. `s.next`); not necessarily unique."""
+    loc: SourceLoc | None = None
+    """Source location, for diagnostics."""
+    uses: list[Use] = field(default_factory=list)
+    """Every operand slot that holds this value; maintained by the IR, never edited by hand."""
+
+    @property
+    def users(self) -> list[Instruction]:
+        """The distinct instructions using this value, in use order."""
+        return list(dict.fromkeys(use.user for use in self.uses))
+
+    def replace_all_uses_with(self, new: Value) -> None:
+        """Make every user of this value use `new` instead."""
+        if new is self:
+            return
+        if new.type != self.type:
+            raise IRError(f"cannot replace a value of type {self.type} with one of type {new.type}")
+        for use in list(self.uses):
+            use.user.set_operand(use.index, new)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name or hex(id(self))}: {self.type}>"
+
+
+@dataclass(eq=False, repr=False)
+class Constant(Value):
+    """A scalar constant. Its value is canonical for its type: wrapped ints, f32-rounded floats, bools."""
+
+    value: int | float | bool
+    """The constant's value as a Python scalar."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.type, ScalarType):
+            raise IRError(f"constants must be scalars, not {self.type}")
+        self.value = canonical_scalar(self.type, self.value)
+
+    def __repr__(self) -> str:
+        return f"<Constant {self.value!r}: {self.type}>"
+
+
+def canonical_scalar(ty: ScalarType, value: int | float | bool) -> int | float | bool:
+    """`value` as a Python scalar of type `ty`: ints wrap to the type's width, f32 values are rounded."""
+    if ty.is_bool:
+        return bool(value)
+    if ty.is_int:
+        half = 1 << (ty.bits - 1)
+        return (int(value) + half) % (1 << ty.bits) - half
+    if ty.bits == 32:
+        return float(np.float32(value))
+    return float(value)
+
+
+@dataclass(eq=False, repr=False)
+class Argument(Value):
+    """A function parameter."""
+
+    _: KW_ONLY
+    function: Function | None = None
+    """The function it belongs to (set by `Function`)."""
+    index: int = -1
+    """Position in the parameter list."""
+
+
+@dataclass(eq=False, repr=False)
+class Instruction(Value):
+    """An operation in a block. A `VOID`-typed instruction produces no value (store, br, ...)."""
+
+    _: KW_ONLY
+    op: Op
+    """What the instruction does; its properties are `OP_INFO[op]`."""
+    operands: tuple[Value, ...] = ()
+    """The used values; change them only with `set_operand` (use lists depend on it)."""
+    successors: tuple[Block, ...] = ()
+    """Branch targets of a terminator, in order (`cbr`: true target first)."""
+    attrs: dict[str, object] = field(default_factory=dict)
+    """Immediates: `callee` (Function) of a call, `axis` (int) of dim, `message` (str) of assert."""
+    flags: set[str] = field(default_factory=set)
+    """Word attributes printed after the instruction: `readonly`, `zeroed`, ..."""
+    block: Block | None = None
+    """The block holding the instruction, None while detached."""
+
+    def __post_init__(self) -> None:
+        initial = tuple(self.operands)
+        self.operands = ()
+        self._operand_uses: list[Use] = []
+        for value in initial:
+            self._append_operand(value)
+        self.successors = tuple(self.successors)
+
+    @property
+    def info(self):
+        """This op's row of the property table."""
+        return OP_INFO[self.op]
+
+    @property
+    def is_terminator(self) -> bool:
+        return OP_INFO[self.op].terminator
+
+    @property
+    def function(self) -> Function | None:
+        return self.block.function if self.block is not None else None
+
+    @property
+    def callee(self) -> Function:
+        """The called function of a `call`."""
+        return self.attrs["callee"]  # type: ignore[return-value]
+
+    def _append_operand(self, value: Value) -> None:
+        use = Use(self, len(self.operands))
+        self.operands = (*self.operands, value)
+        self._operand_uses.append(use)
+        value.uses.append(use)
+
+    def set_operand(self, index: int, value: Value) -> None:
+        """Replace operand `index` by `value`, keeping both use lists right."""
+        use = self._operand_uses[index]
+        old = self.operands[index]
+        old.uses.remove(use)
+        value.uses.append(use)
+        self.operands = (*self.operands[:index], value, *self.operands[index + 1:])
+
+    def _remove_operand(self, index: int) -> None:
+        use = self._operand_uses.pop(index)
+        self.operands[index].uses.remove(use)
+        self.operands = (*self.operands[:index], *self.operands[index + 1:])
+        for later in self._operand_uses[index:]:
+            later.index -= 1
+
+    def drop_operands(self) -> None:
+        """Remove all operands (and this instruction from their use lists)."""
+        while self.operands:
+            self._remove_operand(len(self.operands) - 1)
+
+    def replace_successor(self, old: Block, new: Block) -> None:
+        """Retarget every edge of this terminator that goes to `old` so it goes to `new`."""
+        self.successors = tuple(new if block is old else block for block in self.successors)
+
+    def remove_from_block(self) -> None:
+        """Detach from the block, keeping operands (to move the instruction elsewhere)."""
+        if self.block is not None:
+            self.block.instructions.remove(self)
+            self.block = None
+
+    def move_before(self, anchor: Instruction) -> None:
+        """Move this instruction just before `anchor` (possibly in another block)."""
+        self.remove_from_block()
+        anchor.block.insert_before(anchor, self)  # type: ignore[union-attr]
+
+    def erase(self) -> None:
+        """Delete the instruction. Its result must be unused; its operands lose this use."""
+        if self.uses:
+            users = ", ".join(str(user.op) for user in self.users)
+            raise IRError(f"cannot erase {self.op} {self.name or ''}: its result is still used by {users}")
+        self.drop_operands()
+        self.remove_from_block()
+
+    def __repr__(self) -> str:
+        return f"<Instruction {self.op} {self.name or hex(id(self))}: {self.type}>"
+
+
+@dataclass(eq=False, repr=False)
+class Phi(Instruction):
+    """`%v = phi T [bb0: a, bb2: b]`: the value of `a` when control came from bb0, of `b` from bb2."""
+
+    _: KW_ONLY
+    op: Op = Op.PHI
+    blocks: tuple[Block, ...] = ()
+    """The incoming blocks, parallel to `operands`."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.blocks = tuple(self.blocks)
+        if len(self.blocks) != len(self.operands):
+            raise IRError("a phi needs exactly one incoming block per incoming value")
+
+    @property
+    def incoming(self) -> list[tuple[Block, Value]]:
+        """(predecessor, value) pairs in order."""
+        return list(zip(self.blocks, self.operands))
+
+    def add_incoming(self, block: Block, value: Value) -> None:
+        self.blocks = (*self.blocks, block)
+        self._append_operand(value)
+
+    def incoming_value(self, block: Block) -> Value:
+        """The value flowing in from `block`; KeyError if there is none."""
+        for pred, value in zip(self.blocks, self.operands):
+            if pred is block:
+                return value
+        raise KeyError(f"phi has no incoming value from {block.name or 'that block'}")
+
+    def set_incoming_value(self, block: Block, value: Value) -> None:
+        self.set_operand(self.blocks.index(block), value)
+
+    def remove_incoming(self, block: Block) -> None:
+        """Drop the entry for `block` (when the edge from it goes away)."""
+        index = self.blocks.index(block)
+        self._remove_operand(index)
+        self.blocks = (*self.blocks[:index], *self.blocks[index + 1:])
+
+    def replace_incoming_block(self, old: Block, new: Block) -> None:
+        """Key the entry of `old` by `new` (when an edge is redirected through a new block)."""
+        self.blocks = tuple(new if block is old else block for block in self.blocks)
+
+
+@dataclass(eq=False, repr=False)
+class Block:
+    """A basic block: phis, then instructions, then one terminator."""
+
+    name: str | None = None
+    """Label hint for the printer (`bb3`, `for.body`)."""
+    _: KW_ONLY
+    instructions: list[Instruction] = field(default_factory=list)
+    """Phis, body and terminator in order; edit through `append`, `insert_before` and `Instruction` methods."""
+    function: Function | None = None
+    """The function holding the block."""
+
+    @property
+    def phis(self) -> list[Phi]:
+        """The leading phis."""
+        result = []
+        for inst in self.instructions:
+            if not isinstance(inst, Phi):
+                break
+            result.append(inst)
+        return result
+
+    @property
+    def terminator(self) -> Instruction | None:
+        """The last instruction if it is a terminator, else None (while the block is being built)."""
+        if self.instructions and self.instructions[-1].is_terminator:
+            return self.instructions[-1]
+        return None
+
+    @property
+    def successors(self) -> tuple[Block, ...]:
+        terminator = self.terminator
+        return terminator.successors if terminator is not None else ()
+
+    def first_non_phi_index(self) -> int:
+        return len(self.phis)
+
+    def _adopt(self, inst: Instruction) -> None:
+        if inst.block is not None:
+            raise IRError(f"{inst.op} is already in a block; remove it first")
+        inst.block = self
+
+    def append(self, inst: Instruction) -> Instruction:
+        self._adopt(inst)
+        self.instructions.append(inst)
+        return inst
+
+    def insert(self, index: int, inst: Instruction) -> Instruction:
+        self._adopt(inst)
+        self.instructions.insert(index, inst)
+        return inst
+
+    def insert_before(self, anchor: Instruction, inst: Instruction) -> Instruction:
+        return self.insert(self.instructions.index(anchor), inst)
+
+    def __repr__(self) -> str:
+        return f"<Block {self.name or hex(id(self))}>"
+
+
+@dataclass(eq=False, repr=False)
+class Function:
+    """A function: parameters, a return type (`VOID` for none) and blocks, the first being the entry."""
+
+    name: str
+    """Symbol name, printed `@name`."""
+    args: list[Argument] = field(default_factory=list)
+    """Parameters in order."""
+    return_type: Type = VOID
+    """Type of the `ret` operand, `VOID` when the function returns nothing."""
+    _: KW_ONLY
+    blocks: list[Block] = field(default_factory=list)
+    """Blocks in layout order; `blocks[0]` is the entry."""
+    flags: set[str] = field(default_factory=set)
+    """Function attributes: `readnone`, `readonly`, `argmemonly`."""
+    module: Module | None = None
+    """The module holding the function."""
+    loc: SourceLoc | None = None
+    """Where the function was defined."""
+
+    def __post_init__(self) -> None:
+        for index, arg in enumerate(self.args):
+            arg.function = self
+            arg.index = index
+
+    @property
+    def entry(self) -> Block:
+        return self.blocks[0]
+
+    def add_block(self, name: str | None = None, after: Block | None = None) -> Block:
+        """A new empty block at the end, or right after `after`."""
+        block = Block(name, function=self)
+        position = len(self.blocks) if after is None else self.blocks.index(after) + 1
+        self.blocks.insert(position, block)
+        return block
+
+    def remove_block(self, block: Block) -> None:
+        """Delete `block` and its instructions; its values must not be used outside it."""
+        for inst in block.instructions:
+            inst.drop_operands()
+        for inst in block.instructions:
+            outside = [use for use in inst.uses if use.user.block is not block]
+            if outside:
+                raise IRError(f"cannot remove block {block.name}: {inst.op} {inst.name or ''} is used "
+                              f"in another block")
+        for inst in list(block.instructions):
+            inst.block = None
+        block.instructions.clear()
+        self.blocks.remove(block)
+        block.function = None
+
+    def instructions(self) -> Iterator[Instruction]:
+        """Every instruction, block by block."""
+        for block in self.blocks:
+            yield from block.instructions
+
+    def __str__(self) -> str:
+        from isozyme.ssa.printer import print_function
+        return print_function(self)
+
+    def __repr__(self) -> str:
+        return f"<Function @{self.name}>"
+
+
+@dataclass(eq=False, repr=False)
+class Module:
+    """A set of functions that may call each other."""
+
+    functions: dict[str, Function] = field(default_factory=dict)
+    """Functions by name, in definition order."""
+
+    def add(self, function: Function) -> Function:
+        if function.name in self.functions:
+            raise IRError(f"module already has a function @{function.name}")
+        function.module = self
+        self.functions[function.name] = function
+        return function
+
+    def __getitem__(self, name: str) -> Function:
+        return self.functions[name.lstrip("@")]
+
+    def __contains__(self, name: str) -> bool:
+        return name.lstrip("@") in self.functions
+
+    def __iter__(self) -> Iterator[Function]:
+        return iter(self.functions.values())
+
+    def __str__(self) -> str:
+        from isozyme.ssa.printer import print_module
+        return print_module(self)
+
+
+def function_values(function: Function) -> Sequence[Value]:
+    """Arguments and instruction results of `function` in print order."""
+    values: list[Value] = list(function.args)
+    values.extend(inst for inst in function.instructions() if not inst.type.is_void)
+    return values
