@@ -119,9 +119,9 @@ def dominance_frontiers(function: Function, tree: DominatorTree | None = None) -
     tree = tree or DominatorTree(function)
     frontier: dict[Block, set[Block]] = {block: set() for block in tree.rpo}
     for block in tree.rpo:
+        # No "joins only" shortcut: an entry block with a single predecessor (a loop back to the entry) is
+        # in that predecessor's frontier. For any other block with one predecessor the walk is empty anyway.
         preds = [p for p in tree.preds[block] if tree.is_reachable(p)]
-        if len(preds) < 2:
-            continue
         for pred in preds:
             runner: Block | None = pred
             while runner is not None and runner is not tree.idom[block]:

@@ -1,0 +1,136 @@
+"""The command line: `python -m isozyme opt|run ...` (also installed as `isozyme`).
+
+    isozyme opt FILE.ir [-p dce,...] [--verify-each] [--print-after-all] [--print-after NAME]
+        parse, verify, run the passes, verify again, print the module (`-` reads stdin)
+    isozyme run FILE.ir @f ARG... [--step-limit N]
+        interpret @f on the arguments and print its return value, then every array argument it changed
+
+Arguments of `run` are Python literals read by the parameter's type: `3`, `2.5`, `true`, and nested
+lists for arrays (`"[[1, 2], [3, 4]]"` for an `f64[?,?]`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import sys
+from collections.abc import Sequence
+
+import numpy as np
+
+from isozyme.ssa.ir import Function, Module
+from isozyme.ssa.parser import ParseError, parse_module
+from isozyme.ssa.types import ArrayType, ScalarType, Type
+from isozyme.ssa.verifier import VerificationError, verify
+
+
+class UsageError(Exception):
+    """Bad command-line input (not an error in the IR)."""
+
+
+def _read_module(path: str) -> Module:
+    text = sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()
+    module = parse_module(text, "<stdin>" if path == "-" else path)
+    verify(module)
+    return module
+
+
+def command_opt(args: argparse.Namespace) -> int:
+    from isozyme.optimize.pass_manager import PassOptions, run_passes
+
+    module = _read_module(args.file)
+    names = [name for group in args.passes for name in group.split(",") if name]
+    options = PassOptions(verify_each=args.verify_each, print_after_all=args.print_after_all,
+                          print_after=set(args.print_after))
+    run_passes(module, names, options)
+    verify(module)
+    sys.stdout.write(str(module))
+    return 0
+
+
+def parse_argument(text: str, ty: Type, name: str) -> object:
+    """A command-line literal as a value of type `ty` (numpy array for arrays)."""
+    literal = text.strip()
+    if literal in ("true", "false"):
+        literal = literal.capitalize()
+    try:
+        value = ast.literal_eval(literal)
+    except (ValueError, SyntaxError):
+        value = float(literal) if literal in ("inf", "-inf", "nan") else None
+        if value is None:
+            raise UsageError(f"argument %{name}: cannot read {text!r} as {ty}") from None
+    if isinstance(ty, ArrayType):
+        array = np.ascontiguousarray(np.array(value, dtype=ty.element.numpy_dtype))
+        if array.ndim != ty.rank:
+            raise UsageError(f"argument %{name}: expected a {ty.rank}-d array, got {array.ndim}-d")
+        return array
+    assert isinstance(ty, ScalarType)
+    if isinstance(value, (list, tuple)):
+        raise UsageError(f"argument %{name}: expected a scalar {ty}, got a list")
+    return bool(value) if ty.is_bool else int(value) if ty.is_int else float(value)
+
+
+def _format_array(array: np.ndarray) -> str:
+    return np.array2string(array, separator=", ", threshold=sys.maxsize, floatmode="unique")
+
+
+def command_run(args: argparse.Namespace) -> int:
+    from isozyme.ssa.interpreter import run_function
+
+    module = _read_module(args.file)
+    name = args.function.lstrip("@")
+    if name not in module:
+        raise UsageError(f"no function @{name} in {args.file} (has: "
+                         f"{', '.join('@' + f for f in module.functions)})")
+    function: Function = module[name]
+    if len(args.args) != len(function.args):
+        raise UsageError(f"@{name} takes {len(function.args)} argument(s), got {len(args.args)}")
+    values = [parse_argument(text, param.type, param.name or str(i))
+              for i, (text, param) in enumerate(zip(args.args, function.args))]
+    before = [v.copy() if isinstance(v, np.ndarray) else None for v in values]
+    result = run_function(module, name, *values, step_limit=args.step_limit)
+    if result is not None:
+        print(repr(result).lower() if isinstance(result, bool) else repr(result))
+    for param, old, new in zip(function.args, before, values):
+        if isinstance(new, np.ndarray) and not np.array_equal(old, new, equal_nan=True):
+            print(f"%{param.name} = {_format_array(new)}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="isozyme", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    opt = commands.add_parser("opt", help="parse, verify, optimize and print IR")
+    opt.add_argument("file", help="an .ir file, or - for stdin")
+    opt.add_argument("-p", "--passes", action="append", default=[], help="comma-separated passes")
+    opt.add_argument("--verify-each", action="store_true", help="verify after every pass")
+    opt.add_argument("--print-after-all", action="store_true", help="print the IR after every pass")
+    opt.add_argument("--print-after", action="append", default=[], metavar="PASS", help="print after PASS")
+    opt.set_defaults(handler=command_opt)
+    run = commands.add_parser("run", help="interpret a function of an .ir file")
+    run.add_argument("file", help="an .ir file, or - for stdin")
+    run.add_argument("function", help="the function to run, @name")
+    run.add_argument("args", nargs="*", help="arguments as Python literals")
+    run.add_argument("--step-limit", type=int, default=None, help="stop after this many instructions")
+    run.set_defaults(handler=command_run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except (ParseError, VerificationError, UsageError, OSError) as error:
+        print(f"isozyme {args.command}: {error}", file=sys.stderr)
+        return 1
+    except Exception as error:  # noqa: BLE001 - the pass errors and run-time errors of the interpreted code
+        from isozyme.optimize.pass_manager import PassError
+
+        if isinstance(error, PassError) or args.command == "run":
+            print(f"isozyme {args.command}: {type(error).__name__}: {error}", file=sys.stderr)
+            return 1
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,360 @@
+"""The reference interpreter: runs a `Function` on Python scalars and numpy arrays.
+
+It is the semantic oracle of isozyme (STYLE.md 7): the backends are tested against it, and it is tested
+against the undecorated Python kernels. What the scalar ops compute is the table of `semantics.py`
+(re-exported here as `SEMANTICS` and `evaluate`); this module adds memory, calls and control flow.
+
+    result = run_function(module["mag"], x, 1000)            # x: a float64 numpy array
+    run_function(fn, out, x, 1000, step_limit=10_000)        # raise StepLimitExceeded after 10k steps
+
+Execution model:
+  - Arguments are checked: an array must be a numpy array of the element type's dtype and the parameter's
+    rank, a scalar must be a Python or numpy number of the parameter's kind (bool for i1, an integer in
+    range for i32/i64, any real number for floats) and is converted with `canonical_scalar`. Mismatches
+    raise TypeError (OverflowError for out-of-range integers) naming the parameter. Arrays are passed by
+    reference: stores are visible to the caller, and a callee sees the caller's arrays.
+  - Entering a block from a predecessor evaluates its phis as one parallel assignment: every incoming
+    value is read before any phi is assigned, so `%a = phi [.., %b]` and `%b = phi [.., %a]` swap.
+  - `load`, `store`, `atomic_add` check every index against `0 <= i < extent` (negative indices are out
+    of bounds, there is no Python wrap-around) and raise IndexError naming the index tuple and the shape.
+  - `alloc` makes a new array (`alloc f64[%n, %m]`): zeros with the `zeroed` flag, otherwise filled with
+    a value that makes reads of uninitialised memory visible: nan for floats, the dtype's minimum for
+    integers, True for i1. A negative extent raises ValueError.
+  - `assert %c, "msg"` raises AssertionError("msg") when %c is false; `call` interprets the callee.
+  - Run-time errors (ZeroDivisionError, ValueError, OverflowError, IndexError, AssertionError) start
+    with the instruction's source location (`file:line:col: `) when it has one.
+  - `step_limit` bounds the number of executed instructions (phis and terminators included), summed over
+    all calls; exceeding it raises StepLimitExceeded naming the function and the block.
+  - IR that cannot run (a missing terminator or phi entry, a use before definition) raises
+    InterpreterError: run the verifier first for a precise diagnosis.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from isozyme.ssa.ir import Block, Constant, Function, Instruction, Phi, Value, canonical_scalar
+from isozyme.ssa.ops import Op
+from isozyme.ssa.semantics import SEMANTICS, Scalar, apply_rule, evaluate
+from isozyme.ssa.types import ArrayType, ScalarType
+
+__all__ = ["SEMANTICS", "InterpreterError", "StepLimitExceeded", "evaluate", "run_function"]
+
+RuntimeValue = Scalar | np.ndarray
+Env = dict[Value, RuntimeValue]
+"""The values of the arguments and executed instructions of one function activation."""
+
+RUNTIME_ERRORS = (ZeroDivisionError, ValueError, OverflowError)
+"""The errors a scalar op may raise; the interpreter prefixes their message with the location."""
+
+
+class InterpreterError(Exception):
+    """The IR cannot be run (malformed in a way the verifier rejects)."""
+
+
+class StepLimitExceeded(RuntimeError):
+    """More instructions were executed than `step_limit` allows."""
+
+
+def located(inst: Instruction, message: str) -> str:
+    """`message` prefixed with the instruction's source location, when it has one."""
+    return f"{inst.loc}: {message}" if inst.loc is not None else message
+
+
+# --- arguments --------------------------------------------------------------------------------------
+
+
+def _check_array(param: str, ty: ArrayType, value: object) -> np.ndarray:
+    if not isinstance(value, np.ndarray):
+        raise TypeError(f"parameter {param}: expected a numpy array of type {ty}, got {type(value).__name__}")
+    if value.dtype != ty.element.numpy_dtype:
+        raise TypeError(f"parameter {param}: expected dtype {ty.element.numpy_dtype}, got {value.dtype}")
+    if value.ndim != ty.rank:
+        raise TypeError(f"parameter {param}: expected a {ty.rank}-D array, got {value.ndim}-D")
+    return value
+
+
+_SCALAR_KINDS: dict[str, tuple[type, ...]] = {
+    "bool": (bool, np.bool_),
+    "int": (int, np.integer),
+    "float": (int, float, np.integer, np.floating),
+}
+"""The Python and numpy scalar types that a parameter of each `ScalarKind` accepts."""
+
+
+def _check_scalar(param: str, ty: ScalarType, value: object) -> Scalar:
+    if not isinstance(value, _SCALAR_KINDS[ty.kind.value]):
+        raise TypeError(f"parameter {param}: expected a {ty} scalar, got {type(value).__name__}")
+    if ty.is_int and not -(1 << (ty.bits - 1)) <= int(value) < 1 << (ty.bits - 1):
+        raise OverflowError(f"parameter {param}: {value} is out of the range of {ty}")
+    return canonical_scalar(ty, value.item() if isinstance(value, np.generic) else value)
+
+
+def check_arguments(function: Function, args: Sequence[object]) -> list[RuntimeValue]:
+    """The runtime values of `args` for `function`'s parameters (module docstring: what is checked)."""
+    if len(args) != len(function.args):
+        raise TypeError(f"@{function.name} takes {len(function.args)} argument(s), got {len(args)}")
+    values: list[RuntimeValue] = []
+    for param, value in zip(function.args, args):
+        name = f"%{param.name or param.index} of @{function.name}"
+        if isinstance(param.type, ArrayType):
+            values.append(_check_array(name, param.type, value))
+        elif isinstance(param.type, ScalarType):
+            values.append(_check_scalar(name, param.type, value))
+        else:
+            raise InterpreterError(f"parameter {name} has type {param.type}")
+    return values
+
+
+# --- the interpreter --------------------------------------------------------------------------------
+
+
+@dataclass
+class _Layout:
+    """A block split for execution: its phis, and the instructions after them."""
+
+    phis: list[Phi]
+    body: list[Instruction]
+
+
+@dataclass
+class _Return:
+    """Control leaves the function with `value` (None for `ret` without operand)."""
+
+    value: RuntimeValue | None
+
+
+@dataclass
+class Interpreter:
+    """The state of one run: the step budget and a cache of block layouts."""
+
+    step_limit: int | None = None
+    """How many instructions may run in all, None for no limit."""
+    steps: int = 0
+    """How many instructions have run so far."""
+    _layouts: dict[Block, _Layout] = field(default_factory=dict)
+
+    def call(self, function: Function, args: Sequence[RuntimeValue]) -> RuntimeValue | None:
+        """Run `function` on checked runtime values; its return value, None for void functions."""
+        if not function.blocks:
+            raise InterpreterError(f"@{function.name} has no blocks")
+        env: Env = dict(zip(function.args, args))
+        block, pred = function.entry, None
+        while True:
+            self._enter(block, pred, env)
+            outcome = self._run_body(block, env)
+            if isinstance(outcome, _Return):
+                return outcome.value
+            block, pred = outcome, block
+
+    def _layout(self, block: Block) -> _Layout:
+        layout = self._layouts.get(block)
+        if layout is None:
+            phis = block.phis
+            layout = self._layouts[block] = _Layout(phis, block.instructions[len(phis):])
+        return layout
+
+    def _count(self, block: Block, count: int = 1) -> None:
+        self.steps += count
+        if self.step_limit is not None and self.steps > self.step_limit:
+            function = block.function.name if block.function is not None else "?"
+            raise StepLimitExceeded(f"step limit of {self.step_limit} exceeded in @{function}, "
+                                    f"block {block.name or hex(id(block))}")
+
+    def _enter(self, block: Block, pred: Block | None, env: Env) -> None:
+        """Assign the phis of `block` for the edge from `pred`, all reads before all writes."""
+        phis = self._layout(block).phis
+        if not phis:
+            return
+        if pred is None:
+            raise InterpreterError(f"the entry block {block.name} of @{_fname(block)} has phis")
+        self._count(block, len(phis))
+        incoming = [read(env, _incoming(phi, pred)) for phi in phis]
+        env.update(zip(phis, incoming))
+
+    def _run_body(self, block: Block, env: Env) -> Block | _Return:
+        """Execute the non-phi instructions of `block`; where control goes next."""
+        for inst in self._layout(block).body:
+            self._count(block)
+            transfer = _TRANSFERS.get(inst.op)
+            if transfer is not None:
+                return transfer(inst, env)
+            handler = _HANDLERS.get(inst.op)
+            if handler is None:
+                raise InterpreterError(f"cannot execute {inst.op} in the body of block {block.name}")
+            result = handler(self, inst, env)
+            if not inst.type.is_void:
+                env[inst] = result
+        raise InterpreterError(f"block {block.name} of @{_fname(block)} has no terminator")
+
+
+def _fname(block: Block) -> str:
+    return block.function.name if block.function is not None else "?"
+
+
+def _incoming(phi: Phi, pred: Block) -> Value:
+    try:
+        return phi.incoming_value(pred)
+    except KeyError:
+        raise InterpreterError(f"phi %{phi.name} has no incoming value from block {pred.name}") from None
+
+
+def read(env: Env, value: Value) -> RuntimeValue:
+    """The runtime value of an operand: a constant's value, or what `env` holds."""
+    if isinstance(value, Constant):
+        return value.value
+    try:
+        return env[value]
+    except KeyError:
+        raise InterpreterError(f"value %{value.name} is used before it is defined") from None
+
+
+def _operands(inst: Instruction, env: Env) -> list[RuntimeValue]:
+    return [read(env, operand) for operand in inst.operands]
+
+
+# --- instruction handlers ---------------------------------------------------------------------------
+
+Handler = Callable[[Interpreter, Instruction, Env], RuntimeValue | None]
+
+
+def _exec_scalar(interp: Interpreter, inst: Instruction, env: Env) -> Scalar:
+    try:
+        return apply_rule(SEMANTICS[inst.op], inst.type, _operands(inst, env))  # type: ignore[arg-type]
+    except RUNTIME_ERRORS as error:
+        raise type(error)(located(inst, f"{inst.op}: {error}")) from error
+
+
+def _checked_index(inst: Instruction, array: np.ndarray, indices: Sequence[int]) -> tuple[int, ...]:
+    """The index tuple, after checking it has one in-bounds index per dimension."""
+    index = tuple(indices)
+    if len(index) != array.ndim:
+        raise InterpreterError(f"{inst.op} with {len(index)} index(es) into a {array.ndim}-D array")
+    if not all(0 <= i < extent for i, extent in zip(index, array.shape)):
+        raise IndexError(located(inst, f"{inst.op}: index {index} is out of bounds for an array of shape "
+                                       f"{array.shape}"))
+    return index
+
+
+def _exec_load(interp: Interpreter, inst: Instruction, env: Env) -> Scalar:
+    array, *indices = _operands(inst, env)
+    return array[_checked_index(inst, array, indices)].item()  # type: ignore[index, arg-type]
+
+
+def _exec_store(interp: Interpreter, inst: Instruction, env: Env) -> None:
+    value, array, *indices = _operands(inst, env)
+    array[_checked_index(inst, array, indices)] = value  # type: ignore[index, arg-type]
+
+
+_ADD_OF_KIND = {"int": Op.IADD, "float": Op.FADD}
+"""The addition an `atomic_add` performs, by the element's kind."""
+
+
+def _exec_atomic_add(interp: Interpreter, inst: Instruction, env: Env) -> None:
+    value, array, *indices = _operands(inst, env)
+    element: ScalarType = inst.operands[1].type.element  # type: ignore[attr-defined]
+    if element.kind.value not in _ADD_OF_KIND:
+        raise InterpreterError(f"atomic_add on an array of {element}")
+    index = _checked_index(inst, array, indices)  # type: ignore[arg-type]
+    rule = SEMANTICS[_ADD_OF_KIND[element.kind.value]]
+    array[index] = apply_rule(rule, element, [array[index].item(), value])  # type: ignore[index]
+
+
+def _exec_dim(interp: Interpreter, inst: Instruction, env: Env) -> int:
+    (array,) = _operands(inst, env)
+    axis = inst.attrs.get("axis")
+    if not isinstance(axis, int) or not 0 <= axis < array.ndim:  # type: ignore[union-attr]
+        raise InterpreterError(f"dim axis {axis!r} of a {array.ndim}-D array")  # type: ignore[union-attr]
+    return int(array.shape[axis])  # type: ignore[union-attr]
+
+
+def uninitialized_fill(element: ScalarType) -> Scalar:
+    """What a non-`zeroed` alloc holds: a value that makes reads of uninitialised memory stand out."""
+    if element.is_float:
+        return float("nan")
+    if element.is_int:
+        return int(np.iinfo(element.numpy_dtype).min)
+    return True
+
+
+def _exec_alloc(interp: Interpreter, inst: Instruction, env: Env) -> np.ndarray:
+    shape = tuple(_operands(inst, env))
+    if any(extent < 0 for extent in shape):  # type: ignore[operator]
+        raise ValueError(located(inst, f"alloc: negative extent in shape {shape}"))
+    element = inst.type.element  # type: ignore[attr-defined]
+    if "zeroed" in inst.flags:
+        return np.zeros(shape, dtype=element.numpy_dtype)
+    return np.full(shape, uninitialized_fill(element), dtype=element.numpy_dtype)
+
+
+def _exec_call(interp: Interpreter, inst: Instruction, env: Env) -> RuntimeValue | None:
+    callee = inst.attrs.get("callee")
+    if not isinstance(callee, Function):
+        raise InterpreterError(f"call without a callee function: {callee!r}")
+    return interp.call(callee, _operands(inst, env))
+
+
+def _exec_assert(interp: Interpreter, inst: Instruction, env: Env) -> None:
+    (condition,) = _operands(inst, env)
+    if not condition:
+        raise AssertionError(located(inst, str(inst.attrs.get("message") or "assertion failed")))
+
+
+_HANDLERS: dict[Op, Handler] = {
+    **{op: _exec_scalar for op in SEMANTICS},
+    Op.LOAD: _exec_load,
+    Op.STORE: _exec_store,
+    Op.ATOMIC_ADD: _exec_atomic_add,
+    Op.DIM: _exec_dim,
+    Op.ALLOC: _exec_alloc,
+    Op.CALL: _exec_call,
+    Op.ASSERT: _exec_assert,
+}
+"""How each non-terminator op executes; the result is stored for non-void instructions."""
+
+
+# --- control transfers ------------------------------------------------------------------------------
+
+
+def _transfer_br(inst: Instruction, env: Env) -> Block:
+    return inst.successors[0]
+
+
+def _transfer_cbr(inst: Instruction, env: Env) -> Block:
+    if_true, if_false = inst.successors
+    return if_true if read(env, inst.operands[0]) else if_false
+
+
+def _transfer_ret(inst: Instruction, env: Env) -> _Return:
+    return _Return(read(env, inst.operands[0]) if inst.operands else None)
+
+
+_TRANSFERS: dict[Op, Callable[[Instruction, Env], Block | _Return]] = {
+    Op.BR: _transfer_br,
+    Op.CBR: _transfer_cbr,
+    Op.RET: _transfer_ret,
+}
+"""Where each terminator sends control: a successor block or out of the function."""
+
+_unexecutable = set(Op) - set(_HANDLERS) - set(_TRANSFERS) - {Op.PHI}
+assert not _unexecutable, f"ops the interpreter cannot execute: {sorted(map(str, _unexecutable))}"
+
+
+# --- entry point ------------------------------------------------------------------------------------
+
+
+def run_function(function: Function, *args: object, step_limit: int | None = None) -> Scalar | None:
+    """Interpret `function` on `args` (numpy arrays and Python scalars); its return value.
+
+    The result is the canonical Python scalar of the return type (module `semantics`), or None for a
+    void function. Take a function of a module with `module["name"]`. `step_limit` bounds the number of
+    executed instructions over the whole run, calls included (StepLimitExceeded).
+    """
+    values = check_arguments(function, args)
+    with np.errstate(all="ignore"):
+        result = Interpreter(step_limit).call(function, values)
+    return result  # type: ignore[return-value]
+
