@@ -98,7 +98,7 @@ def check_arguments(function: Function, args: Sequence[object]) -> list[RuntimeV
     if len(args) != len(function.args):
         raise TypeError(f"@{function.name} takes {len(function.args)} argument(s), got {len(args)}")
     values: list[RuntimeValue] = []
-    for param, value in zip(function.args, args):
+    for param, value in zip(function.args, args, strict=True):
         name = f"%{param.name or param.index} of @{function.name}"
         if isinstance(param.type, ArrayType):
             values.append(_check_array(name, param.type, value))
@@ -141,7 +141,7 @@ class Interpreter:
         """Run `function` on checked runtime values; its return value, None for void functions."""
         if not function.blocks:
             raise InterpreterError(f"@{function.name} has no blocks")
-        env: Env = dict(zip(function.args, args))
+        env: Env = dict(zip(function.args, args, strict=True))
         block, pred = function.entry, None
         while True:
             self._enter(block, pred, env)
@@ -173,7 +173,7 @@ class Interpreter:
             raise InterpreterError(f"the entry block {block.name} of @{_fname(block)} has phis")
         self._count(block, len(phis))
         incoming = [read(env, _incoming(phi, pred)) for phi in phis]
-        env.update(zip(phis, incoming))
+        env.update(zip(phis, incoming, strict=True))
 
     def _run_body(self, block: Block, env: Env) -> Block | _Return:
         """Execute the non-phi instructions of `block`; where control goes next."""
@@ -233,7 +233,7 @@ def _checked_index(inst: Instruction, array: np.ndarray, indices: Sequence[int])
     index = tuple(indices)
     if len(index) != array.ndim:
         raise InterpreterError(f"{inst.op} with {len(index)} index(es) into a {array.ndim}-D array")
-    if not all(0 <= i < extent for i, extent in zip(index, array.shape)):
+    if not all(0 <= i < extent for i, extent in zip(index, array.shape, strict=True)):
         raise IndexError(located(inst, f"{inst.op}: index {index} is out of bounds for an array of shape "
                                        f"{array.shape}"))
     return index

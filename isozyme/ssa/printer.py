@@ -39,6 +39,8 @@ def _assign_names(items: list, hints: list[str | None], unnamed: Callable[[int],
     names = {}
     counter = 0
     for item, hint in zip(items, hints):
+        if item in names:  # listed twice (invalid IR): one object, one name
+            continue
         if hint and hint not in taken:
             name = hint
         elif hint:

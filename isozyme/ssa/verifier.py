@@ -107,8 +107,7 @@ class _FunctionVerifier:
             self.report(block, f"{inst.op} must have {expected} target(s), has {len(inst.successors)}")
         for target in inst.successors:
             if target not in self.block_set:
-                self.report(block, f"{inst.op} targets {target.name or 'a block'}, which is not a block "
-                                   f"of this function")
+                self.report(block, f"{inst.op} targets a block that is not in this function")
         if inst.op is Op.CBR and len(inst.successors) == 2 and inst.successors[0] is inst.successors[1]:
             self.report(block, f"cbr has the same target {self.namer.block(inst.successors[0])} twice "
                                f"(use br)")
