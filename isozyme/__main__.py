@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from isozyme.optimize.pass_manager import PassError, PassOptions, run_passes
 from isozyme.ssa.ir import Function, Module
 from isozyme.ssa.parser import ParseError, parse_module
 from isozyme.ssa.types import ArrayType, ScalarType, Type
@@ -36,8 +37,6 @@ def _read_module(path: str) -> Module:
 
 
 def command_opt(args: argparse.Namespace) -> int:
-    from isozyme.optimize.pass_manager import PassOptions, run_passes
-
     module = _read_module(args.file)
     names = [name for group in args.passes for name in group.split(",") if name]
     options = PassOptions(verify_each=args.verify_each, print_after_all=args.print_after_all,
@@ -71,7 +70,8 @@ def parse_argument(text: str, ty: Type, name: str) -> object:
 
 
 def _format_array(array: np.ndarray) -> str:
-    return np.array2string(array, separator=", ", threshold=sys.maxsize, floatmode="unique")
+    """Nested lists of shortest round-tripping literals."""
+    return repr(array.tolist())
 
 
 def command_run(args: argparse.Namespace) -> int:
@@ -88,7 +88,7 @@ def command_run(args: argparse.Namespace) -> int:
     values = [parse_argument(text, param.type, param.name or str(i))
               for i, (text, param) in enumerate(zip(args.args, function.args))]
     before = [v.copy() if isinstance(v, np.ndarray) else None for v in values]
-    result = run_function(module, name, *values, step_limit=args.step_limit)
+    result = run_function(function, *values, step_limit=args.step_limit)
     if result is not None:
         print(repr(result).lower() if isinstance(result, bool) else repr(result))
     for param, old, new in zip(function.args, before, values):
@@ -120,16 +120,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.handler(args)
-    except (ParseError, VerificationError, UsageError, OSError) as error:
+    except (ParseError, VerificationError, UsageError, PassError, OSError) as error:
         print(f"isozyme {args.command}: {error}", file=sys.stderr)
         return 1
-    except Exception as error:  # noqa: BLE001 - the pass errors and run-time errors of the interpreted code
-        from isozyme.optimize.pass_manager import PassError
+    except PROGRAM_ERRORS as error:
+        if args.command != "run":
+            raise
+        print(f"isozyme run: {type(error).__name__}: {error}", file=sys.stderr)
+        return 1
 
-        if isinstance(error, PassError) or args.command == "run":
-            print(f"isozyme {args.command}: {type(error).__name__}: {error}", file=sys.stderr)
-            return 1
-        raise
+
+PROGRAM_ERRORS = (ArithmeticError, IndexError, ValueError, AssertionError, RuntimeError)
+"""What the interpreted program itself may raise (division by zero, bounds, assert, step limit)."""
 
 
 if __name__ == "__main__":

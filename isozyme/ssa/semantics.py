@@ -159,7 +159,7 @@ def _ffloormod(ty: ScalarType, a: float, b: float) -> float:
 
 
 def _fmin(ty: ScalarType, a: float, b: float) -> float:
-    return min(b, a)  # exactly Python's min(a, b)
+    return b if b < a else a  # exactly Python's min(a, b)
 
 
 def _fmax(ty: ScalarType, a: float, b: float) -> float:
