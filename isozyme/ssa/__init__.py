@@ -1,2 +1,21 @@
 """The SSA IR: types, the op table, IR classes, builder, printer, parser, verifier, analyses and the
-reference interpreter. Imports no other isozyme package."""
+reference interpreter (DESIGN section 3). Imports no other isozyme package."""
+
+from isozyme.ssa.builder import Builder, make_function
+from isozyme.ssa.dominators import DominatorTree, dominance_frontiers
+from isozyme.ssa.interpreter import run_function
+from isozyme.ssa.ir import Argument, Block, Constant, Function, Instruction, IRError, Module, Phi, SourceLoc, Use, Value
+from isozyme.ssa.loops import Loop, LoopNest
+from isozyme.ssa.ops import OP_INFO, Op, OpInfo
+from isozyme.ssa.parser import ParseError, parse_function, parse_module
+from isozyme.ssa.printer import print_function, print_module
+from isozyme.ssa.types import F32, F64, I1, I32, I64, VOID, ArrayType, ScalarType, Type
+from isozyme.ssa.verifier import VerificationError, verify
+
+__all__ = [
+    "Argument", "ArrayType", "Block", "Builder", "Constant", "DominatorTree", "F32", "F64", "Function", "I1",
+    "I32", "I64", "IRError", "Instruction", "Loop", "LoopNest", "Module", "OP_INFO", "Op", "OpInfo",
+    "ParseError", "Phi", "ScalarType", "SourceLoc", "Type", "Use", "VOID", "Value", "VerificationError",
+    "dominance_frontiers", "make_function", "parse_function", "parse_module", "print_function",
+    "print_module", "run_function", "verify",
+]

@@ -41,7 +41,8 @@ from isozyme.ssa.ops import Op
 from isozyme.ssa.semantics import SEMANTICS, Scalar, apply_rule, evaluate
 from isozyme.ssa.types import ArrayType, ScalarType
 
-__all__ = ["SEMANTICS", "InterpreterError", "StepLimitExceeded", "evaluate", "run_function"]
+__all__ = ["SEMANTICS", "Interpreter", "InterpreterError", "StepLimitExceeded", "check_arguments", "evaluate",
+           "located", "run_function"]
 
 RuntimeValue = Scalar | np.ndarray
 Env = dict[Value, RuntimeValue]

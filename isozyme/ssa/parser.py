@@ -17,8 +17,7 @@ import ast
 import re
 from dataclasses import dataclass, field
 
-from isozyme.ssa.ir import (Argument, Block, Constant, Function, Instruction, Module, Phi, SourceLoc,
-                            Value)
+from isozyme.ssa.ir import Argument, Block, Constant, Function, Instruction, Module, Phi, SourceLoc, Value
 from isozyme.ssa.ops import OP_INFO, Op, Syntax, result_type
 from isozyme.ssa.types import F64, I1, I64, SCALAR_TYPES, VOID, ArrayType, ScalarType, Type
 

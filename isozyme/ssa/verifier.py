@@ -25,8 +25,7 @@ from collections.abc import Callable
 from isozyme.ssa.cfg import predecessors
 from isozyme.ssa.dominators import DominatorTree
 from isozyme.ssa.ir import Argument, Block, Constant, Function, Instruction, Module, Phi, Value
-from isozyme.ssa.ops import (CLASS_NAMES, OP_INFO, SHARED_CLASSES, Op, ResultRule, Syntax, result_type,
-                             type_in_class)
+from isozyme.ssa.ops import CLASS_NAMES, OP_INFO, SHARED_CLASSES, Op, ResultRule, Syntax, result_type, type_in_class
 from isozyme.ssa.printer import Namer
 from isozyme.ssa.types import I1, I64, VOID, ArrayType, Type
 
