@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from isozyme.ssa.builder import Builder, make_function
@@ -117,8 +118,11 @@ bb1:
   ret %x
 }""")
     function = module["f"]
+    before = str(function)
     with pytest.raises(IRError, match="used in another block"):
         function.remove_block(function.blocks[0])
+    assert str(function) == before  # refused before anything was taken apart
+    verify(function)
 
 
 def test_remove_dead_block() -> None:
@@ -179,10 +183,15 @@ def test_phi_builder_places_phis_first() -> None:
 def test_constants_are_canonical() -> None:
     assert Constant(I32, 2**31).value == -(2**31)
     assert Constant(I64, 2**64 + 5).value == 5
-    assert Constant(F32, 0.1).value == float(__import__("numpy").float32(0.1))
+    assert Constant(F32, 0.1).value == float(np.float32(0.1))
     assert Constant(I1, 2).value is True
     with pytest.raises(IRError):
         Constant(ArrayType(F64, 1), 0)
+    with pytest.raises(IRError, match="not a value of type i64"):
+        Constant(I64, 2.7)
+    big = 2**60 + 2**36 + 1  # rounding through f64 first would lose the 2**36 and round down
+    assert Constant(F32, big).value == float(np.float32(np.int64(big)))
+    assert Constant(F32, big).value == 2**60 + 2**37
 
 
 def test_module_rejects_duplicate_names() -> None:

@@ -99,10 +99,15 @@ def canonical_scalar(ty: ScalarType, value: int | float | bool) -> int | float |
     if ty.is_bool:
         return bool(value)
     if ty.is_int:
+        if isinstance(value, float) and not value.is_integer():
+            raise IRError(f"{value!r} is not a value of type {ty}")
         half = 1 << (ty.bits - 1)
         return (int(value) + half) % (1 << ty.bits) - half
     if ty.bits == 32:
-        return float(np.float32(value))
+        # Round once: an i64 goes straight to f32, not through f64; overflow gives inf quietly.
+        exact = np.int64(value) if isinstance(value, int) and -2**63 <= value < 2**63 else value
+        with np.errstate(over="ignore"):
+            return float(np.float32(exact))
     return float(value)
 
 
@@ -355,14 +360,13 @@ class Function:
         return block
 
     def remove_block(self, block: Block) -> None:
-        """Delete `block` and its instructions; its values must not be used outside it."""
+        """Delete `block` and its instructions; its values must not be used outside it (checked first)."""
         for inst in block.instructions:
-            inst.drop_operands()
-        for inst in block.instructions:
-            outside = [use for use in inst.uses if use.user.block is not block]
-            if outside:
+            if any(use.user.block is not block for use in inst.uses):
                 raise IRError(f"cannot remove block {block.name}: {inst.op} {inst.name or ''} is used "
                               f"in another block")
+        for inst in block.instructions:
+            inst.drop_operands()
         for inst in list(block.instructions):
             inst.block = None
         block.instructions.clear()

@@ -233,7 +233,7 @@ OP_INFO: dict[Op, OpInfo] = {
     Op.ATOMIC_ADD: OpInfo(Syntax.STORE, "", ResultRule.VOID, reads_memory=True, writes_memory=True,
                           may_trap=True),
     Op.DIM: OpInfo(Syntax.DIM, "", ResultRule.INDEX, pure=True),
-    Op.ALLOC: OpInfo(Syntax.ALLOC, "", ResultRule.EXPLICIT),
+    Op.ALLOC: OpInfo(Syntax.ALLOC, "", ResultRule.EXPLICIT, may_trap=True),  # a negative extent raises
     # A call's effects come from its callee's attributes (readnone, readonly, argmemonly).
     Op.CALL: OpInfo(Syntax.CALL, "", ResultRule.CALLEE, reads_memory=True, writes_memory=True, may_trap=True),
     Op.ASSERT: OpInfo(Syntax.ASSERT, "b", ResultRule.VOID, may_trap=True),
