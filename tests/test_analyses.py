@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from isozyme.ssa.builder import Builder, make_function
 from isozyme.ssa.cfg import post_order, predecessors, reachable_blocks, reverse_post_order, successors
 from isozyme.ssa.dominators import DominatorTree, dominance_frontiers
-from isozyme.ssa.ir import Block, Function, Instruction, Use, Value
+from isozyme.ssa.ir import Block, Constant, Function, Instruction, Use, Value
 from isozyme.ssa.loops import Loop, LoopNest, back_edges, has_irreducible_control_flow
 from isozyme.ssa.types import F64, I1, I64
 
@@ -262,7 +262,7 @@ def counting_loop() -> tuple[Function, dict[str, Block], dict[str, Instruction]]
     b.cbr(cond, blocks["body"], blocks["exit"])
     i_next = b.at_end(blocks["body"]).iadd(i, 1, name="i.next")
     b.br(blocks["header"])
-    i.add_incoming(blocks["entry"], Builder.const(I64, 0))
+    i.add_incoming(blocks["entry"], Constant(I64, 0))
     i.add_incoming(blocks["body"], i_next)
     ret = b.at_end(blocks["exit"]).ret(i)
     return function, blocks, {"i": i, "cond": cond, "i.next": i_next, "ret": ret}

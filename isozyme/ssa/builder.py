@@ -66,16 +66,14 @@ class Builder:
             return self.block.insert_before(self.anchor, inst)
         return self.block.append(inst)
 
-    @staticmethod
-    def const(ty: ScalarType, value: int | float | bool) -> Constant:
-        return Constant(ty, value)
+    def const(self, ty: ScalarType, value: int | float | bool) -> Constant:
+        return Constant(ty, value, loc=self.loc)
 
-    @staticmethod
-    def _as_value(operand: Operand, ty: Type | None) -> Value:
+    def _as_value(self, operand: Operand, ty: Type | None) -> Value:
         if isinstance(operand, Value):
             return operand
         target = ty if isinstance(ty, ScalarType) else default_type(operand)
-        return Constant(target, operand)
+        return Constant(target, operand, loc=self.loc)
 
     def emit(self, op: Op, *operands: Operand, name: str | None = None, type: Type | None = None,
              attrs: dict[str, object] | None = None, flags: Iterable[str] = ()) -> Instruction:

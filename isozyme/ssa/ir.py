@@ -8,12 +8,12 @@ one terminator; the verifier (`verifier.py`) checks it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import KW_ONLY, dataclass, field
 
 import numpy as np
 
-from isozyme.ssa.ops import OP_INFO, Op
+from isozyme.ssa.ops import OP_INFO, Op, OpInfo
 from isozyme.ssa.types import VOID, ScalarType, Type
 
 
@@ -149,7 +149,7 @@ class Instruction(Value):
         self.successors = tuple(self.successors)
 
     @property
-    def info(self):
+    def info(self) -> OpInfo:
         """This op's row of the property table."""
         return OP_INFO[self.op]
 
@@ -412,10 +412,3 @@ class Module:
     def __str__(self) -> str:
         from isozyme.ssa.printer import print_module
         return print_module(self)
-
-
-def function_values(function: Function) -> Sequence[Value]:
-    """Arguments and instruction results of `function` in print order."""
-    values: list[Value] = list(function.args)
-    values.extend(inst for inst in function.instructions() if not inst.type.is_void)
-    return values

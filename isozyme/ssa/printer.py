@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 import numpy as np
 
 from isozyme.ssa.cfg import predecessors
-from isozyme.ssa.ir import Argument, Block, Constant, Function, Instruction, Module, Phi, Value
+from isozyme.ssa.ir import Block, Constant, Function, Instruction, Module, Phi, Value
 from isozyme.ssa.ops import OP_INFO, Syntax
 from isozyme.ssa.types import F64, I1, I64, VOID
 
@@ -226,18 +226,3 @@ def print_function(function: Function) -> str:
 def print_module(module: Module) -> str:
     """Every function of `module`, separated by blank lines, ending with a newline."""
     return "\n\n".join(print_function(f) for f in module) + "\n"
-
-
-def value_name(value: Value) -> str:
-    """A value as the printer shows it in its function (`%x`, `3`); for messages."""
-    function = None
-    if isinstance(value, Argument):
-        function = value.function
-    elif isinstance(value, Instruction):
-        function = value.function
-    if function is None:
-        return Namer.value(_EMPTY_NAMER, value)
-    return Namer(function).value(value)
-
-
-_EMPTY_NAMER = Namer(Function("empty"))

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from isozyme.ssa.cfg import predecessors
 from isozyme.ssa.dominators import DominatorTree
 from isozyme.ssa.ir import Argument, Block, Constant, Function, Instruction, Module, Phi, Value
-from isozyme.ssa.ops import CLASS_NAMES, OP_INFO, SHARED_CLASSES, Op, ResultRule, Syntax, result_type, type_in_class
+from isozyme.ssa.ops import CLASS_NAMES, OP_INFO, SHARED_CLASSES, Op, Syntax, result_type, type_in_class
 from isozyme.ssa.printer import Namer
 from isozyme.ssa.types import I1, I64, VOID, ArrayType, Type
 
@@ -355,8 +355,6 @@ TYPE_CHECKS: dict[Syntax, Callable[[_FunctionVerifier, Instruction], str | None]
     Syntax.CBR: _check_branch,
     Syntax.RET: _check_ret,
 }
-
-assert all(info.result is not ResultRule.SAME or info.syntax is Syntax.OPERANDS for info in OP_INFO.values())
 
 
 def function_problems(function: Function) -> list[str]:
