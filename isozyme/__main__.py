@@ -66,7 +66,15 @@ def parse_argument(text: str, ty: Type, name: str) -> object:
     assert isinstance(ty, ScalarType)
     if isinstance(value, (list, tuple)):
         raise UsageError(f"argument %{name}: expected a scalar {ty}, got a list")
-    return bool(value) if ty.is_bool else int(value) if ty.is_int else float(value)
+    accepted = _LITERAL_KINDS["bool" if ty.is_bool else "int" if ty.is_int else "float"]
+    if type(value) not in accepted[1]:  # exact types: a bool is not an int here
+        raise UsageError(f"argument %{name}: expected {accepted[0]} for {ty}, got {text}")
+    return value if ty.is_bool or ty.is_int else float(value)
+
+
+_LITERAL_KINDS = {"bool": ("true or false", (bool,)), "int": ("an integer", (int,)),
+                  "float": ("a number", (int, float))}
+"""What a scalar parameter accepts on the command line, so 2.7 never truncates into an i64."""
 
 
 def _format_array(array: np.ndarray) -> str:

@@ -53,6 +53,16 @@ def test_run_checks_its_arguments(capsys) -> None:
     assert status == 1 and "no function @nope" in err
 
 
+def test_run_refuses_arguments_of_the_wrong_kind(capsys) -> None:
+    """2.7 for an i64 parameter is an error, never silently truncated to 2."""
+    status, _, err = run_cli(capsys, "run", str(EXAMPLES / "mag.ir"), "@mag", "[3.0, 4.0]", "2.7")
+    assert status == 1 and "argument %n: expected an integer for i64, got 2.7" in err
+    status, _, err = run_cli(capsys, "run", str(EXAMPLES / "mag.ir"), "@mag", "[3.0, 4.5]", "true")
+    assert status == 1 and "argument %n: expected an integer for i64, got true" in err
+    status, _, err = run_cli(capsys, "run", str(EXAMPLES / "mag.ir"), "@mag", "[3.0, 4.5]", "[2]")
+    assert status == 1 and "argument %n: expected a scalar i64, got a list" in err
+
+
 def test_run_step_limit(capsys, tmp_path: Path) -> None:
     spin = tmp_path / "spin.ir"
     spin.write_text("func @spin() {\nbb0:\n  br bb1\nbb1:\n  br bb1\n}\n")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 
-from isozyme.ssa.ir import Block, Constant, Function, Instruction, IRError, Module, Phi, SourceLoc, Value
+from isozyme.ssa.ir import Argument, Block, Constant, Function, Instruction, IRError, Module, Phi, SourceLoc, Value
 from isozyme.ssa.ops import OP_INFO, SHARED_CLASSES, Op, Syntax, result_type
 from isozyme.ssa.types import F64, I1, I64, VOID, ArrayType, ScalarType, Type
 
@@ -23,8 +23,6 @@ Operand = Value | int | float | bool
 def make_function(name: str, params: Sequence[tuple[str, Type]], return_type: Type = VOID,
                   module: Module | None = None) -> Function:
     """A new function without blocks, added to `module` when given."""
-    from isozyme.ssa.ir import Argument
-
     function = Function(name, [Argument(ty, name=arg_name) for arg_name, ty in params], return_type)
     if module is not None:
         module.add(function)

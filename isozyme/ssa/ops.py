@@ -279,9 +279,11 @@ def common_operand_type(op: Op, operand_types: list[Type]) -> Type | None:
     return None
 
 
-def result_type(op: Op, operand_types: list[Type], explicit: Type | None = None,
-                callee_return: Type | None = None) -> Type | None:
-    """The result type of `op` on operands of `operand_types`; None when it cannot be derived."""
+def result_type(op: Op, operand_types: list[Type]) -> Type | None:
+    """The result type of `op` on operands of `operand_types`.
+
+    None when the operands do not determine it: a load from a non-array, and the ops whose result type
+    is written in the instruction (`EXPLICIT`: phi, cast, alloc) or is the callee's (`CALLEE`)."""
     rule = OP_INFO[op].result
     if rule is ResultRule.SAME:
         return common_operand_type(op, operand_types)
@@ -292,8 +294,6 @@ def result_type(op: Op, operand_types: list[Type], explicit: Type | None = None,
     if rule is ResultRule.ELEMENT:
         array = operand_types[0] if operand_types else None
         return array.element if array is not None and array.is_array else None
-    if rule is ResultRule.EXPLICIT:
-        return explicit
-    if rule is ResultRule.CALLEE:
-        return callee_return
-    return VOID
+    if rule is ResultRule.VOID:
+        return VOID
+    return None

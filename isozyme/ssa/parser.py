@@ -250,10 +250,6 @@ def _read_indexed(r: _LineReader, s: Statement) -> None:
     s.operands.extend(r.operand_list("]"))
 
 
-def _read_load(r: _LineReader, s: Statement) -> None:
-    _read_indexed(r, s)
-
-
 def _read_store(r: _LineReader, s: Statement) -> None:
     s.operands.append(r.operand())
     r.expect(",")
@@ -320,7 +316,7 @@ def _read_ret(r: _LineReader, s: Statement) -> None:
 READERS = {
     Syntax.OPERANDS: _read_operands,
     Syntax.CAST: _read_cast,
-    Syntax.LOAD: _read_load,
+    Syntax.LOAD: _read_indexed,
     Syntax.STORE: _read_store,
     Syntax.DIM: _read_dim,
     Syntax.ALLOC: _read_alloc,
