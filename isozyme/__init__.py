@@ -1,0 +1,43 @@
+"""isozyme: Enzyme-style automatic differentiation of annotated Python kernels (DESIGN section 1).
+
+    import isozyme as iz
+    from isozyme import f64, i64, Array
+
+    @iz.kernel
+    def mag(x: Array[f64], n: i64) -> f64:
+        ...
+"""
+
+from isozyme.frontend.annotations import Array, boolean, f32, f64, i32, i64
+from isozyme.frontend.diagnostics import CompileError
+from isozyme.frontend.intrinsics import MATH_FUNCTIONS, empty, prange, zeros
+from isozyme.runtime.kernel import Kernel, kernel, show_ir
+
+sqrt = MATH_FUNCTIONS["sqrt"]
+exp = MATH_FUNCTIONS["exp"]
+log = MATH_FUNCTIONS["log"]
+log1p = MATH_FUNCTIONS["log1p"]
+expm1 = MATH_FUNCTIONS["expm1"]
+sin = MATH_FUNCTIONS["sin"]
+cos = MATH_FUNCTIONS["cos"]
+tan = MATH_FUNCTIONS["tan"]
+tanh = MATH_FUNCTIONS["tanh"]
+sinh = MATH_FUNCTIONS["sinh"]
+cosh = MATH_FUNCTIONS["cosh"]
+asin = MATH_FUNCTIONS["asin"]
+acos = MATH_FUNCTIONS["acos"]
+atan = MATH_FUNCTIONS["atan"]
+atan2 = MATH_FUNCTIONS["atan2"]
+pow = MATH_FUNCTIONS["pow"]  # noqa: A001 - the kernel language's name
+fabs = MATH_FUNCTIONS["fabs"]
+floor = MATH_FUNCTIONS["floor"]
+ceil = MATH_FUNCTIONS["ceil"]
+erf = MATH_FUNCTIONS["erf"]
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Array", "CompileError", "Kernel", "acos", "asin", "atan", "atan2", "boolean", "ceil", "cos", "cosh",
+    "empty", "erf", "exp", "expm1", "f32", "f64", "fabs", "floor", "i32", "i64", "kernel", "log", "log1p",
+    "pow", "prange", "show_ir", "sin", "sinh", "sqrt", "tan", "tanh", "zeros",
+]

@@ -1,7 +1,9 @@
 """The command line: `python -m isozyme opt|run ...` (also installed as `isozyme`).
 
-    isozyme opt FILE.ir [-p dce,...] [--verify-each] [--print-after-all] [--print-after NAME]
-        parse, verify, run the passes, verify again, print the module (`-` reads stdin)
+    isozyme opt FILE.ir [-p dce,O2,'inline<threshold=100>',...] [--verify-each] [--print-after-all]
+                        [--print-after NAME] [--time-passes]
+        parse, verify, run the passes, verify again, print the module (`-` reads stdin); IR dumps and
+        the timing table go to stderr
     isozyme run FILE.ir @f ARG... [--step-limit N]
         interpret @f on the arguments and print its return value, then every array argument it changed
 
@@ -18,7 +20,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from isozyme.optimize.pass_manager import PassError, PassOptions, run_passes
+from isozyme.optimize.pass_manager import PassError, PassOptions, format_timing_report, run_passes
 from isozyme.ssa.ir import Function, Module
 from isozyme.ssa.parser import ParseError, parse_module
 from isozyme.ssa.types import ArrayType, ScalarType, Type
@@ -40,10 +42,12 @@ def command_opt(args: argparse.Namespace) -> int:
     module = _read_module(args.file)
     names = [name for group in args.passes for name in group.split(",") if name]
     options = PassOptions(verify_each=args.verify_each, print_after_all=args.print_after_all,
-                          print_after=set(args.print_after))
+                          print_after=set(args.print_after), time_passes={} if args.time_passes else None)
     run_passes(module, names, options)
     verify(module)
     sys.stdout.write(str(module))
+    if options.time_passes is not None:
+        sys.stderr.write(format_timing_report(options.time_passes))
     return 0
 
 
@@ -110,10 +114,12 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     opt = commands.add_parser("opt", help="parse, verify, optimize and print IR")
     opt.add_argument("file", help="an .ir file, or - for stdin")
-    opt.add_argument("-p", "--passes", action="append", default=[], help="comma-separated passes")
+    opt.add_argument("-p", "--passes", action="append", default=[],
+                     help="comma-separated passes and pipelines (O0, O1, O2); parameters as 'inline<threshold=100>'")
     opt.add_argument("--verify-each", action="store_true", help="verify after every pass")
     opt.add_argument("--print-after-all", action="store_true", help="print the IR after every pass")
     opt.add_argument("--print-after", action="append", default=[], metavar="PASS", help="print after PASS")
+    opt.add_argument("--time-passes", action="store_true", help="print each pass's wall time to stderr")
     opt.set_defaults(handler=command_opt)
     run = commands.add_parser("run", help="interpret a function of an .ir file")
     run.add_argument("file", help="an .ir file, or - for stdin")

@@ -1,0 +1,176 @@
+"""From kernel definitions to an SSA module: parameters and return type from the annotations, the kernel
+body through `KernelLowering`, and every kernel it calls compiled into the same module (each once; a
+recursive call is a CompileError until the AD supports recursion).
+
+Type inference by iteration: when a loop turns a variable wider than it entered (`s = 0` then `s +=
+x[i]`), `SSAConstruction` raises `WidenVariable` and the kernel is lowered again with that hint; each
+round widens one variable at one block, so this ends after a few rounds.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from isozyme.frontend.annotations import ArrayAnnotation, ScalarAnnotation
+from isozyme.frontend.diagnostics import CompileError, KernelSource
+from isozyme.frontend.lowering import MISSING, KernelLowering
+from isozyme.frontend.ssa_construction import WidenVariable
+from isozyme.ssa.builder import make_function
+from isozyme.ssa.ir import Function, IRError, Module
+from isozyme.ssa.types import VOID, Type
+
+MAX_TYPE_ROUNDS = 64
+
+
+@dataclass(eq=False)
+class KernelDefinition:
+    """A Python function decorated as a kernel, before compilation."""
+
+    py_func: Callable
+    """The undecorated function."""
+    options: dict[str, object] = field(default_factory=dict)
+    """Options given to the decorator (`backend`, `boundscheck`)."""
+
+    @property
+    def name(self) -> str:
+        return self.py_func.__name__
+
+    @cached_property
+    def source(self) -> KernelSource:
+        return KernelSource.of(self.py_func)
+
+    def parameter_names(self) -> list[str]:
+        return [arg.arg for arg in self.source.tree.args.args]
+
+    def lookup(self, name: str) -> object:
+        """What `name` means outside the kernel at compile time: closure, then globals, then builtins."""
+        code = self.py_func.__code__
+        if name in code.co_freevars and self.py_func.__closure__:
+            cell = self.py_func.__closure__[code.co_freevars.index(name)]
+            try:
+                return cell.cell_contents
+            except ValueError:
+                return MISSING  # the closed-over variable is not assigned yet
+        if name in self.py_func.__globals__:
+            return self.py_func.__globals__[name]
+        return getattr(builtins, name, MISSING)
+
+
+class ModuleCompiler:
+    """Lowers a root kernel and its callees into one module."""
+
+    def __init__(self) -> None:
+        self.module = Module()
+        self.functions: dict[KernelDefinition, Function] = {}
+        self.in_progress: list[KernelDefinition] = []
+        self.names: dict[KernelDefinition, str] = {}
+        """Function name of each kernel: its Python name, made unique (`helper_2`) across modules."""
+
+    def function_for(self, definition: KernelDefinition, caller: KernelSource | None = None,
+                     call: ast.AST | None = None) -> Function:
+        """The SSA function of `definition`, lowering it (and its callees) on first use."""
+        if definition in self.functions:
+            return self.functions[definition]
+        if definition in self.in_progress:
+            cycle = " -> ".join(d.name for d in self.in_progress[self.in_progress.index(definition):])
+            message = (f"recursive call of kernel '{definition.name}' ({cycle} -> {definition.name}): recursion "
+                       "is not supported in kernels")
+            raise caller.error(call, message) if caller and call else CompileError(message)
+        self.in_progress.append(definition)
+        self.names[definition] = self._unique_name(definition.name)
+        try:
+            function = self._lower_with_type_rounds(definition)
+        finally:
+            self.in_progress.pop()
+        self.module.add(function)
+        self.functions[definition] = function
+        return function
+
+    def _lower_with_type_rounds(self, definition: KernelDefinition) -> Function:
+        hints: dict[tuple[int, str], Type] = {}
+        for _ in range(MAX_TYPE_ROUNDS):
+            function = self._signature(definition)
+            try:
+                return KernelLowering(definition, function, self, hints).lower()
+            except WidenVariable as widen:
+                hints[(widen.block_id, widen.name)] = widen.type
+            except IRError as error:  # a frontend bug: still a CompileError, never a bare traceback
+                raise CompileError(f"internal error while compiling kernel '{definition.name}': {error}",
+                                   definition.source.filename, definition.source.first_line) from None
+        raise CompileError(f"internal error: type inference of kernel '{definition.name}' did not settle")
+
+    def _signature(self, definition: KernelDefinition) -> Function:
+        source = definition.source
+        tree = source.tree
+        args = tree.args
+        for unsupported, what in ((args.vararg, "*args"), (args.kwarg, "**kwargs")):
+            if unsupported is not None:
+                raise source.error(unsupported, f"{what} parameters are not supported in kernels")
+        if args.kwonlyargs or args.posonlyargs or args.defaults:
+            node = (args.kwonlyargs or args.posonlyargs or args.defaults)[0]
+            raise source.error(node, "kernel parameters are plain positional parameters without defaults")
+        params = [(arg.arg, self._parameter_type(definition, arg)) for arg in args.args]
+        return make_function(self.names[definition], params, self._return_type(definition))
+
+    def _parameter_type(self, definition: KernelDefinition, arg: ast.arg) -> Type:
+        if arg.annotation is None:
+            raise definition.source.error(arg, f"parameter '{arg.arg}' of kernel '{definition.name}' needs a type "
+                                               "annotation (f32 f64 i32 i64 boolean or Array[dtype, ndim])")
+        annotation = self._annotation(definition, arg.annotation)
+        if not isinstance(annotation, ScalarAnnotation | ArrayAnnotation):
+            raise definition.source.error(arg.annotation, f"unsupported annotation '{ast.unparse(arg.annotation)}' "
+                                                          f"of parameter '{arg.arg}'")
+        return annotation.ssa
+
+    def _return_type(self, definition: KernelDefinition) -> Type:
+        node = definition.source.tree.returns
+        if node is None or isinstance(node, ast.Constant) and node.value is None:
+            return VOID
+        annotation = self._annotation(definition, node)
+        if isinstance(annotation, ArrayAnnotation):
+            raise definition.source.error(node, "kernels return scalars only; write results into an array parameter")
+        if not isinstance(annotation, ScalarAnnotation):
+            raise definition.source.error(node, f"unsupported return annotation '{ast.unparse(node)}'")
+        return annotation.ssa
+
+    def _annotation(self, definition: KernelDefinition, node: ast.expr) -> object:
+        """Evaluate an annotation expression (`f64`, `iz.f64`, `Array[f64, 2]`) in the kernel's scope."""
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):  # a string annotation
+            try:
+                node = ast.parse(node.value, mode="eval").body
+            except SyntaxError:
+                raise definition.source.error(node, f"unsupported annotation {node.value!r}") from None
+        if isinstance(node, ast.Name):
+            return definition.lookup(node.id)
+        if isinstance(node, ast.Attribute):
+            base = self._annotation(definition, node.value)
+            return getattr(base, node.attr, MISSING)
+        if isinstance(node, ast.Subscript):
+            base = self._annotation(definition, node.value)
+            parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+            items = [p.value if isinstance(p, ast.Constant) else self._annotation(definition, p) for p in parts]
+            try:
+                return base[tuple(items) if len(items) > 1 else items[0]]  # type: ignore[index]
+            except (TypeError, KeyError) as error:
+                raise definition.source.error(node, f"bad annotation '{ast.unparse(node)}': {error}") from None
+        return MISSING
+
+    def _unique_name(self, name: str) -> str:
+        taken = set(self.names.values())
+        if name not in taken:
+            return name
+        suffix = 2
+        while f"{name}_{suffix}" in taken:
+            suffix += 1
+        return f"{name}_{suffix}"
+
+
+def lower_kernel(definition: KernelDefinition) -> tuple[Module, Function]:
+    """The SSA module of a kernel (with every kernel it calls) and the kernel's function in it."""
+    compiler = ModuleCompiler()
+    function = compiler.function_for(definition)
+    return compiler.module, function
