@@ -20,6 +20,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from isozyme.frontend.diagnostics import CompileError
 from isozyme.optimize.pass_manager import PassError, PassOptions, format_timing_report, run_passes
 from isozyme.ssa.ir import Function, Module
 from isozyme.ssa.parser import ParseError, parse_module
@@ -127,14 +128,31 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("args", nargs="*", help="arguments as Python literals")
     run.add_argument("--step-limit", type=int, default=None, help="stop after this many instructions")
     run.set_defaults(handler=command_run)
+    ir = commands.add_parser("ir", help="print a Python kernel's IR")
+    ir.add_argument("kernel", help="FILE.py:kernel, or FILE.py for all its kernels")
+    ir.add_argument("--stage", default="ssa", choices=("ssa", "opt"), help="ssa: as lowered; opt: optimized")
+    ir.add_argument("-O", "--opt", default="O2", help="the pipeline of --stage opt (default O2)")
+    ir.set_defaults(handler=command_ir)
     return parser
+
+
+def command_ir(args: argparse.Namespace) -> int:
+    from isozyme.kernel_files import find_kernels
+    from isozyme.runtime.kernel import show_ir
+
+    try:
+        kernels = find_kernels(args.kernel)
+    except LookupError as error:
+        raise UsageError(str(error)) from None
+    sys.stdout.write("\n".join(show_ir(kernel, args.stage, args.opt) for kernel in kernels))
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.handler(args)
-    except (ParseError, VerificationError, UsageError, PassError, OSError) as error:
+    except (ParseError, VerificationError, UsageError, PassError, OSError, CompileError) as error:
         print(f"isozyme {args.command}: {error}", file=sys.stderr)
         return 1
     except PROGRAM_ERRORS as error:

@@ -143,6 +143,7 @@ class KernelLowering(ExpressionLowering, CallLowering):
 
     def read_variable(self, name: str, node: ast.AST) -> Value:
         assert self.current is not None
+        self.ssa.site, self.ssa.loc = node, self.source.loc(node)
         try:
             return self.ssa.read_variable(name, self.current)
         except (UndefinedVariable, TypeConflict) as problem:
@@ -225,10 +226,9 @@ class KernelLowering(ExpressionLowering, CallLowering):
     def finish(self) -> None:
         for phi in self.ssa.surviving_array_phis():
             name = self.display.get(self.ssa.phi_var[phi], self.ssa.phi_var[phi])
-            raise CompileError(f"array variable '{name}' refers to different arrays on different paths; "
-                               "isozyme needs every array access to name one array (copy elements instead)",
-                               self.source.filename, phi.loc.line if phi.loc else 0,
-                               phi.loc.col + 1 if phi.loc else 0)
+            raise self.error(self.ssa.phi_sites[phi] or self.source.tree,
+                             f"array variable '{name}' refers to different arrays on different paths; isozyme "
+                             "needs every array access to name one array (copy elements instead)")
         for block in list(self.function.blocks):
             if block is not self.function.entry and not self.ssa.preds[block]:
                 self.ssa.sealed.add(block)
@@ -442,7 +442,10 @@ class KernelLowering(ExpressionLowering, CallLowering):
         self.seal(body, node)
         self.switch_to(body)
         with self.located(node.target):
-            value = index if unit else self.emit_pure(Op.IADD, start, self.emit_pure(Op.IMUL, index, step))
+            offset = index if isinstance(step, Constant) and step.value == 1 else \
+                self.emit_pure(Op.IMUL, index, step)
+            value = offset if isinstance(start, Constant) and start.value == 0 else \
+                self.emit_pure(Op.IADD, start, offset)
             self.assign(node.target, value)
         self.loop_body(node.body, LoopTargets(exit_block, latch))
         if self.current is not None:

@@ -24,7 +24,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from isozyme.ssa.ir import Block, Function, Instruction, Phi, Value
+from isozyme.ssa.ir import Block, Function, Instruction, Phi, SourceLoc, Value
 from isozyme.ssa.types import ArrayType, Type
 
 
@@ -75,6 +75,11 @@ class SSAConstruction:
         """Removed trivial phis -> the value that replaced them."""
         self.phi_var: dict[Phi, str] = {}
         self.array_phis: dict[Phi, ast.AST | None] = {}
+        self.site: ast.AST | None = None
+        """The AST node being read (set by the translator): new phis remember it for diagnostics."""
+        self.loc: SourceLoc | None = None
+        """Its source location, stamped on new phis."""
+        self.phi_sites: dict[Phi, ast.AST | None] = {}
 
     # --- blocks and edges -----------------------------------------------------------------------------
 
@@ -128,9 +133,10 @@ class SSAConstruction:
 
     def _new_phi(self, name: str, block: Block) -> Phi:
         ty = self.hints.get((self.block_ids[block], name)) or self._first_path_type(name, block)
-        phi = Phi(ty, name=self.display.get(name, name), loc=None)
+        phi = Phi(ty, name=self.display.get(name, name), loc=self.loc)
         block.insert(block.first_non_phi_index(), phi)
         self.phi_var[phi] = name
+        self.phi_sites[phi] = self.site
         return phi
 
     def _first_path_type(self, name: str, block: Block) -> Type:

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from isozyme.frontend.compiler import KernelDefinition, lower_kernel
+from isozyme.frontend.diagnostics import CompileError
 from isozyme.optimize.pass_manager import PassOptions, run_passes
 from isozyme.runtime.arguments import Parameter, check_arguments
 from isozyme.ssa.interpreter import run_function
@@ -75,7 +76,10 @@ class Kernel:
 
     def lower(self) -> tuple[Module, Function]:
         """A fresh SSA module of this kernel and its callees, as lowered (unoptimized)."""
-        return lower_kernel(self.definition)
+        try:
+            return lower_kernel(self.definition)
+        except CompileError as error:
+            raise error.with_traceback(None) from None  # the user's frames only, not the compiler's
 
     def optimized(self, pipeline: str) -> tuple[Module, Function]:
         module, function = self.lower()
