@@ -20,7 +20,7 @@ from isozyme.frontend.diagnostics import CompileError, KernelSource
 from isozyme.frontend.lowering import MISSING, KernelLowering
 from isozyme.frontend.ssa_construction import WidenVariable
 from isozyme.ssa.builder import make_function
-from isozyme.ssa.ir import Function, IRError, Module
+from isozyme.ssa.ir import Function, Module
 from isozyme.ssa.types import VOID, Type
 
 MAX_TYPE_ROUNDS = 64
@@ -94,13 +94,16 @@ class ModuleCompiler:
         hints: dict[tuple[int, str], Type] = {}
         for _ in range(MAX_TYPE_ROUNDS):
             function = self._signature(definition)
+            lowering = KernelLowering(definition, function, self, hints)
             try:
-                return KernelLowering(definition, function, self, hints).lower()
+                return lowering.lower()
             except WidenVariable as widen:
                 hints[(widen.block_id, widen.name)] = widen.type
-            except IRError as error:  # a frontend bug: still a CompileError, never a bare traceback
-                raise CompileError(f"internal error while compiling kernel '{definition.name}': {error}",
-                                   definition.source.filename, definition.source.first_line) from None
+            except (CompileError, RecursionError):
+                raise
+            except Exception as error:  # a frontend bug: still a CompileError at the construct, no traceback
+                raise lowering.error(lowering.current_node, f"internal compiler error ({type(error).__name__}: "
+                                     f"{error}) while compiling this construct; please report it") from None
         raise CompileError(f"internal error: type inference of kernel '{definition.name}' did not settle")
 
     def _signature(self, definition: KernelDefinition) -> Function:
