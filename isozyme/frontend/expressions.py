@@ -300,8 +300,11 @@ class ExpressionLowering:
                 self.cond_branch(truth, merge, rest)
             self.seal(rest, node)
             self.switch_to(rest)
-        self.write_variable(result, self.expr(node.values[-1]))
-        self.branch(merge)
+            if self.current is None:  # a constant operand decided it: the rest is never evaluated
+                break
+        else:
+            self.write_variable(result, self.expr(node.values[-1]))
+            self.branch(merge)
         self.seal(merge, node)
         self.switch_to(merge)
         return self.read_variable(result, node)

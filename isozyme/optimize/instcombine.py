@@ -11,14 +11,13 @@ which no op can observe), with one documented exception. Integers wrap, so `x * 
 Python's floor division and modulo by a positive `2^k` are `ashr x, k` and `and x, 2^k - 1` even for
 negative x. Floats keep signed zeros, infinities and nans: `x - 0.0`, `x + -0.0`, `x * 1.0`, `x / 1.0` are
 `x`, but `x + 0.0` is not (-0.0 + 0.0 is 0.0), nor is `x * 0.0` 0.0 (x may be -1, inf or nan), nor `x - x`
-0.0 (x may be inf or nan), nor `pow(x, 0.5)` `sqrt x` (they differ at -0.0 and -inf). The exception:
-`pow(x, 2.0)` becomes `x * x`, the correctly rounded square, as LLVM's instcombine does without fast-math
-flags; the C library's pow that the interpreter calls (glibc) is off by one ulp for about 0.06% of f64
-inputs (none for f32), so compare f64 results of pow with a one-ulp tolerance across this pass.
+0.0 (x may be inf or nan), nor `pow(x, 0.5)` `sqrt x` (they differ at -0.0 and -inf). `pow(x, 2.0) ->
+x * x` and `pow(x, 3.0) -> x * x * x` are exact because the IR defines those two powers as the products
+(`semantics.py`); the C library's pow differs from them by an ulp for some inputs (glibc: 0.06% of f64
+inputs for the square, 17% for the cube), so Python's own `x ** 3` may differ from a kernel by an ulp.
 
-`FASTMATH_RULES` hold the rewrites that are not exact: `x * 0.0 -> 0.0`, `x + 0.0 -> x`, `x - x -> 0.0`
-and `pow(x, 3.0) -> x * x * x` (two roundings: differs from pow in about 17% of inputs; LLVM too needs
-fast-math for it). They apply only to functions carrying the `fastmath` flag.
+`FASTMATH_RULES` hold the rewrites that are not exact: `x * 0.0 -> 0.0`, `x + 0.0 -> x`, `x - x -> 0.0`.
+They apply only to functions carrying the `fastmath` flag.
 """
 
 from __future__ import annotations
@@ -29,7 +28,7 @@ from collections.abc import Callable
 
 from isozyme.ssa.builder import Builder
 from isozyme.ssa.ir import Constant, Function, Instruction, Value, canonical_scalar
-from isozyme.ssa.ops import OP_INFO, Op
+from isozyme.ssa.ops import Op
 from isozyme.ssa.semantics import evaluate
 from isozyme.ssa.types import ScalarType
 
@@ -124,23 +123,19 @@ def _involution(inst: Instruction, b: Builder) -> Value | None:
 
 # --- canonical forms --------------------------------------------------------------------------------
 
-COMMUTATIVE = tuple(op for op, info in OP_INFO.items() if info.commutative)
-
 SWAPPED_ORDERING = {Op.ICMP_SLT: Op.ICMP_SGT, Op.ICMP_SGT: Op.ICMP_SLT, Op.ICMP_SLE: Op.ICMP_SGE,
                     Op.ICMP_SGE: Op.ICMP_SLE, Op.FCMP_OLT: Op.FCMP_OGT, Op.FCMP_OGT: Op.FCMP_OLT,
                     Op.FCMP_OLE: Op.FCMP_OGE, Op.FCMP_OGE: Op.FCMP_OLE}
 """`c < x` is `x > c` (Python's comparisons, nan included)."""
-
-ASSOCIATIVE = (Op.IADD, Op.IMUL, Op.AND, Op.OR, Op.XOR, Op.IMIN, Op.IMAX)
-"""Integer ops that are associative and commutative even when they wrap."""
-
 
 def _constant_left(inst: Instruction) -> bool:
     return isinstance(inst.operands[0], Constant) and not isinstance(inst.operands[1], Constant)
 
 
 def constant_to_right(inst: Instruction, b: Builder) -> Value | None:
-    """`c op x -> x op c` for commutative ops, changing the instruction in place."""
+    """`c op x -> x op c` for commutative ops (`OpInfo.commutative`), changing the instruction in place.
+
+    For fadd and fmul this may change which of two nan operands propagates, which no op can observe."""
     if not _constant_left(inst):
         return None
     left, right = inst.operands
@@ -157,7 +152,9 @@ def swap_ordering(inst: Instruction, b: Builder) -> Value | None:
 
 
 def reassociate_constants(inst: Instruction, b: Builder) -> Value | None:
-    """`(x op c1) op c2 -> x op (c1 op c2)`, the constant computed by the interpreter's semantics."""
+    """`(x op c1) op c2 -> x op (c1 op c2)`, the constant computed by the interpreter's semantics.
+
+    Only for integer ops that stay associative when they wrap (iadd imul and or xor imin imax)."""
     inner, outer_constant = inst.operands
     if not (isinstance(outer_constant, Constant) and isinstance(inner, Instruction) and inner.op is inst.op
             and isinstance(inner.operands[1], Constant)):
@@ -294,7 +291,7 @@ RULES: dict[Op, tuple[Rule, ...]] = {
     Op.FMUL: (constant_to_right, _lhs_if_rhs(1.0), _negate_if_rhs(-1.0, Op.FNEG), double_if_times_two),
     Op.FDIV: (_lhs_if_rhs(1.0), _negate_if_rhs(-1.0, Op.FNEG), multiply_by_reciprocal),
     Op.FNEG: (_involution,),
-    Op.POW: (_lhs_if_rhs(1.0), _power(0.0, _one), _power(-0.0, _one), _power(2.0, _square)),
+    Op.POW: (_lhs_if_rhs(1.0), _power(0.0, _one), _power(-0.0, _one), _power(2.0, _square), _power(3.0, _cube)),
 }
 """Exact rewrites, tried in order; the first that applies wins. Ops not listed have no identity here."""
 
@@ -302,7 +299,6 @@ FASTMATH_RULES: dict[Op, tuple[Rule, ...]] = {
     Op.FADD: (_lhs_if_rhs(0.0),),
     Op.FSUB: (_lhs_if_rhs(-0.0), _same_operands(lambda inst: Constant(inst.type, 0.0, loc=inst.loc))),
     Op.FMUL: (_rhs_if_rhs(0.0), _rhs_if_rhs(-0.0)),
-    Op.POW: (_power(3.0, _cube),),
 }
 """Rewrites that ignore signed zeros, nans, infinities and rounding; only under the `fastmath` flag."""
 

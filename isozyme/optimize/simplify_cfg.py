@@ -2,9 +2,11 @@
 
 After simplify-cfg every block is reachable from the entry; no `cbr` has a constant condition; no phi has
 a single incoming value or only one distinct incoming value (itself aside); no block other than the entry
-holds nothing but a `br`, unless removing it would give a phi two different values for one predecessor; no
-block ends in a `br` to a successor whose only predecessor it is. The entry block stays first. Requires
-verified SSA and keeps it valid: every phi's incoming blocks stay exactly its block's predecessors.
+holds nothing but a `br`, unless removing it would give a phi two different values for one predecessor (or
+it branches to itself); no block ends in a `br` to a successor whose only predecessor it is. A `cbr`
+whose two edges come to lead to one block (through a removed forwarding block) becomes a `br`. The entry
+block stays first. Requires verified SSA and keeps it valid: every phi's incoming blocks stay exactly its
+block's predecessors.
 
 The rewrites run to a fixed point because each one exposes others: folding a branch makes blocks
 unreachable, removing them leaves phis with one input, collapsing those leaves empty blocks to forward.
@@ -142,13 +144,16 @@ def _forward(block: Block, target: Block, preds: list[Block]) -> None:
 def remove_forwarding_blocks(function: Function) -> bool:
     """Delete empty blocks that only branch on, where no phi conflict arises (see `_can_forward`)."""
     changed = False
+    preds = predecessors(function)
     for block in list(function.blocks):
         if not _is_forwarding_block(block, function):
             continue
         target = block.successors[0]
-        preds = predecessors(function)
         if _can_forward(block, target, preds):
             _forward(block, target, preds[block])
+            # Only the target's predecessors changed: it lost `block` and gained those of `block`.
+            moved = [pred for pred in preds.pop(block) if pred not in preds[target]]
+            preds[target] = [pred for pred in preds[target] if pred is not block] + moved
             changed = True
     return changed
 
@@ -173,6 +178,7 @@ def _merge_into_predecessor(block: Block, succ: Block) -> None:
 def merge_straight_line_blocks(function: Function) -> bool:
     """Merge each block ending in `br S` with S when it is S's only predecessor."""
     changed = False
+    preds = predecessors(function)
     for block in list(function.blocks):
         if block.function is None:  # merged away earlier in this sweep
             continue
@@ -181,9 +187,13 @@ def merge_straight_line_blocks(function: Function) -> bool:
             if terminator is None or terminator.op is not Op.BR:
                 break
             succ = terminator.successors[0]
-            if succ is block or predecessors(function)[succ] != [block]:
+            if succ is block or preds[succ] != [block]:
                 break
             _merge_into_predecessor(block, succ)
+            # The successors of `succ` now have `block` where they had `succ` as a predecessor.
+            for after in dict.fromkeys(block.successors):
+                preds[after] = [block if pred is succ else pred for pred in preds[after]]
+            del preds[succ]
             changed = True
     return changed
 

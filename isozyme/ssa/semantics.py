@@ -29,10 +29,12 @@ Floats (IEEE 754 binary32/binary64, round to nearest even, no exceptions):
   - `fcmp.*` are Python's comparisons: `fcmp.une` (!=) is true when an operand is nan, the ordered
     ones (`oeq olt ole ogt oge`) are false.
   - `sqrt exp log ... erf pow atan2` give the value of Python's `math` function (the C library's, so
-    `pow` is C's pow); where `math` raises (domain or range error) they give C99 Annex F's IEEE value
-    (nan or ±inf, taken from numpy). On f32 they are evaluated in f64 and rounded once to f32: correctly
-    rounded for sqrt, within an ulp for the others, and the same on every machine (a backend's own f32
-    libm may differ by a few ulps: compare those with a tolerance). `fneg fabs floor ceil` are exact.
+    `pow` is C's pow, except that `pow(x, 2.0)` is `x*x` and `pow(x, 3.0)` is `(x*x)*x`, rounded in the
+    type's precision after each product, as compilers emit them); where `math` raises (domain or range
+    error) they give C99 Annex F's IEEE value (nan or ±inf, taken from numpy). On f32 they are evaluated
+    in f64 and rounded once to f32: correctly rounded for sqrt, within an ulp for the others, and the
+    same on every machine (a backend's own f32 libm may differ by a few ulps: compare those with a
+    tolerance). `fneg fabs floor ceil` are exact.
 
 Conversions (`%y = op %x to T`):
   - `sitofp` rounds the integer to T (nearest even, in one rounding even for i64 -> f32).
@@ -209,6 +211,18 @@ def _compare(fn: Callable[[Scalar, Scalar], bool]) -> Rule:
     return lambda ty, a, b: fn(a, b)
 
 
+def _small_power(ty: ScalarType, x: float, y: float, general: Rule) -> float:
+    """pow with exponent 2.0 or 3.0 is the product `x*x` or `(x*x)*x` in the type's precision: what
+    compilers emit for these powers, so instcombine's `pow(x, 2) -> x*x` and `pow(x, 3) -> x*x*x` are
+    exact by definition (the C library's pow may differ from the product by an ulp)."""
+    t = _float_type(ty)
+    if y == 2.0:
+        return float(t(x) * t(x))
+    if y == 3.0:
+        return float(t(x) * t(x) * t(x))
+    return general(ty, x, y)
+
+
 _MATH_FUNCTIONS: dict[Op, tuple[Callable[..., float], Callable[..., np.floating]]] = {
     Op.SQRT: (math.sqrt, np.sqrt),
     Op.EXP: (math.exp, np.exp),
@@ -257,6 +271,7 @@ SEMANTICS: dict[Op, Rule] = {
     Op.FMIN: _fmin,
     Op.FMAX: _fmax,
     **{op: _libm(python_fn, ieee_fn) for op, (python_fn, ieee_fn) in _MATH_FUNCTIONS.items()},
+    Op.POW: lambda ty, x, y: _small_power(ty, x, y, _libm(math.pow, np.power)),
     Op.ICMP_EQ: _compare(operator.eq),
     Op.ICMP_NE: _compare(operator.ne),
     Op.ICMP_SLT: _compare(operator.lt),
