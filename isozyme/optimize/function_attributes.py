@@ -21,8 +21,10 @@ Method: a summary per function, the sets of array parameters it may read and may
 of each access points into some of the function's array arguments (its provenance, followed through phis
 and through calls returning arrays, which may return any array passed to them); a call contributes its
 callee's summary, mapped through the call's operands. Components of the call graph are summarized callees
-first. Recursion is conservative: inside a cycle, a call to a member of the cycle is assumed to read and
-write every array passed to it (a scalar-only recursion such as `fib` can still be readnone).
+first, the members of a component one after another in module order. Recursion is conservative: a call to
+a member not summarized yet (the function itself included) is assumed to read and write every array passed
+to it. That keeps every summary sound, so later members may use earlier ones; a scalar-only recursion such
+as `fib` can still be readnone.
 
 The flags say nothing about traps or termination: a readonly function may fail an assert or an
 out-of-bounds load. Requires verified IR; changes only function flags.
@@ -139,9 +141,8 @@ def module_memory_effects(module: Module) -> dict[Function, MemoryEffects]:
     """Every function's summary, component by component, callees first."""
     summaries: dict[Function, MemoryEffects] = {}
     for component in bottom_up_components(module):
-        # Members are summarized before any is recorded: calls inside the cycle assume the worst.
-        found = {function: summarize(function, summaries) for function in component}
-        summaries.update(found)
+        for function in component:  # a member not summarized yet (itself included) is assumed the worst
+            summaries[function] = summarize(function, summaries)
     return summaries
 
 

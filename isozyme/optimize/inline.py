@@ -176,8 +176,11 @@ def inline_call(call: Instruction) -> None:
 
 def inline_into(function: Function, threshold: int, recursive: set[Function]) -> bool:
     """Inline the call sites of `function` that the policy accepts; True if any was inlined."""
+    calls = call_sites(function)
+    if not calls:
+        return False
     context = InlineContext(threshold, recursive, LoopNest(function))
-    chosen: Sequence[Instruction] = [call for call in call_sites(function) if refusal(call, context) is None]
+    chosen: Sequence[Instruction] = [call for call in calls if refusal(call, context) is None]
     for call in chosen:
         inline_call(call)
     return bool(chosen)

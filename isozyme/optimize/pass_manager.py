@@ -34,11 +34,14 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import TextIO
 
+from isozyme.optimize.common_subexpression_elimination import common_subexpression_elimination
 from isozyme.optimize.constant_folding import constant_folding
 from isozyme.optimize.dead_code_elimination import dead_code_elimination
 from isozyme.optimize.function_attributes import function_attributes
 from isozyme.optimize.inline import DEFAULT_THRESHOLD, inline
 from isozyme.optimize.instcombine import instcombine
+from isozyme.optimize.loop_canonicalization import loop_canonicalization
+from isozyme.optimize.loop_invariant_code_motion import loop_invariant_code_motion
 from isozyme.optimize.mem2reg import mem2reg
 from isozyme.optimize.simplify_cfg import simplify_cfg
 from isozyme.ssa.ir import Function, Module
@@ -84,6 +87,9 @@ REGISTRY: dict[str, Pass] = {p.name: p for p in (
     Pass("simplify-cfg", simplify_cfg, "fold constant branches, drop unreachable and empty blocks, merge chains"),
     Pass("const-fold", constant_folding, "evaluate instructions with constant operands (IEEE-exact)"),
     Pass("instcombine", instcombine, "algebraic identities and canonical forms, from a rule table"),
+    Pass("loop-canon", loop_canonicalization, "preheaders, single latches, dedicated exits, 0-based IVs, guards"),
+    Pass("licm", loop_invariant_code_motion, "hoist loop-invariant instructions into the preheader"),
+    Pass("cse", common_subexpression_elimination, "dominator-scoped value numbering of pure ops and loads"),
 )}
 """Every pass, by short name."""
 

@@ -9,6 +9,7 @@ from isozyme.ssa.loops import Loop, LoopNest
 from isozyme.ssa.ops import OP_INFO, Op, OpInfo
 from isozyme.ssa.parser import ParseError, parse_function, parse_module
 from isozyme.ssa.printer import print_function, print_module
+from isozyme.ssa.trip_count import TripCount, UnknownTripCount, analyze_trip_count, loop_runs_at_least_once
 from isozyme.ssa.types import F32, F64, I1, I32, I64, VOID, ArrayType, ScalarType, Type
 from isozyme.ssa.verifier import VerificationError, verify
 
@@ -18,4 +19,5 @@ __all__ = [
     "ParseError", "Phi", "ScalarType", "SourceLoc", "Type", "Use", "VOID", "Value", "VerificationError",
     "dominance_frontiers", "make_function", "parse_function", "parse_module", "print_function",
     "print_module", "run_function", "verify",
+    "TripCount", "UnknownTripCount", "analyze_trip_count", "loop_runs_at_least_once",
 ]

@@ -1,0 +1,145 @@
+"""cse: dominator-scoped value numbering. An instruction that recomputes what a dominating one computed is
+replaced by it and deleted.
+
+After cse, no two instructions of these kinds compute the same value where one dominates the other:
+
+  - scalar ops without memory effects, `dim`, and calls to `readnone` callees, keyed by op, type,
+    attributes, flags and operands (constants by type and bits, so 0.0 and -0.0 differ; other values by
+    identity). Commutative ops sort their operands and `a > b` is keyed as `b < a`. Trapping ones
+    (`ifloordiv`) are numbered too: when the dominating one did not trap, the later one computes the same.
+  - loads, keyed by array value, indices and type. A store makes its value available to later loads of
+    the same array and indices (store-to-load forwarding). Availability ends at a store or `atomic_add`
+    to an array that may alias (memory_effects.py), at a call that may write it, and, entering a block with
+    several predecessors, for every array that a block on some path from its immediate dominator to it
+    (not through the dominator; for a loop header: the whole loop) may write.
+
+Never numbered: `alloc` (every one is a new array), phis, stores, `atomic_add`, `assert`, calls that are not
+`readnone`. Requires verified SSA; keeps it; the CFG is unchanged.
+"""
+
+from __future__ import annotations
+
+from collections import ChainMap
+from dataclasses import dataclass, field
+
+from isozyme.optimize.memory_effects import MemoryWrites, memory_writes
+from isozyme.ssa.dominators import DominatorTree
+from isozyme.ssa.ir import Block, Constant, Function, Instruction, Phi, Value
+from isozyme.ssa.ops import OP_INFO, Op
+from isozyme.ssa.trip_count import CANONICAL_DIRECTION, SWAPPED_PREDICATE, Key, constant_key, is_scalar_op
+from isozyme.ssa.types import Type
+
+
+def operand_key(value: Value) -> Key:
+    """Constants by type and bits, other values by identity."""
+    if isinstance(value, Constant):
+        return constant_key(value.type, value.value)
+    return ("value", id(value))
+
+
+def _is_numbered(inst: Instruction) -> bool:
+    if isinstance(inst, Phi) or inst.is_terminator:
+        return False
+    if inst.op is Op.CALL:
+        return "readnone" in inst.callee.flags
+    return is_scalar_op(inst) or inst.op is Op.DIM
+
+
+def value_key(inst: Instruction) -> Key | None:
+    """The value number key of `inst`, or None when it is not numbered (module docstring)."""
+    if not _is_numbered(inst):
+        return None
+    op, operands = inst.op, [operand_key(operand) for operand in inst.operands]
+    if op in CANONICAL_DIRECTION:
+        op, operands = SWAPPED_PREDICATE[op], operands[::-1]
+    elif OP_INFO[op].commutative:
+        operands.sort(key=repr)
+    attrs = tuple(sorted((name, id(value) if isinstance(value, Function) else value)
+                         for name, value in inst.attrs.items()))
+    return (op, inst.type, attrs, frozenset(inst.flags), tuple(operands))
+
+
+def load_key(array: Value, indices: tuple[Value, ...], element: Type) -> Key:
+    return ("load", id(array), element, tuple(operand_key(index) for index in indices))
+
+
+@dataclass
+class _AvailableLoads:
+    """Values known to be in memory: load key -> (array, value)."""
+
+    entries: dict[Key, tuple[Value, Value]] = field(default_factory=dict)
+
+    def copy(self) -> _AvailableLoads:
+        return _AvailableLoads(dict(self.entries))
+
+    def kill(self, writes: MemoryWrites) -> None:
+        """Forget what `writes` may overwrite."""
+        if writes.is_empty:
+            return
+        self.entries = {key: entry for key, entry in self.entries.items() if not writes.may_write(entry[0])}
+
+
+def _writes_between(block: Block, tree: DominatorTree, block_writes: dict[Block, MemoryWrites]) -> MemoryWrites:
+    """What the blocks on paths from `block`'s immediate dominator to `block` (not through it) may write."""
+    idom = tree.idom[block]
+    writes = MemoryWrites()
+    seen: set[Block] = set()
+    worklist = [pred for pred in tree.preds[block] if tree.is_reachable(pred)]
+    while worklist:
+        current = worklist.pop()
+        if current is idom or current in seen:
+            continue
+        seen.add(current)
+        writes.merge(block_writes[current])
+        worklist.extend(pred for pred in tree.preds[current] if tree.is_reachable(pred))
+    return writes
+
+
+def _replace(inst: Instruction, value: Value) -> None:
+    inst.replace_all_uses_with(value)
+    inst.erase()
+
+
+def _number_block(block: Block, values: ChainMap[Key, Value], loads: _AvailableLoads) -> bool:
+    """Value-number the instructions of `block` in order; True if one was replaced."""
+    changed = False
+    for inst in list(block.instructions):
+        if inst.op is Op.LOAD:
+            key = load_key(inst.operands[0], inst.operands[1:], inst.type)
+            if key in loads.entries:
+                _replace(inst, loads.entries[key][1])
+                changed = True
+            else:
+                loads.entries[key] = (inst.operands[0], inst)
+            continue
+        key = value_key(inst)
+        if key is not None:
+            if key in values:
+                _replace(inst, values[key])
+                changed = True
+            else:
+                values[key] = inst
+            continue
+        loads.kill(memory_writes([inst]))
+        if inst.op is Op.STORE:
+            stored, array, *indices = inst.operands
+            loads.entries[load_key(array, tuple(indices), stored.type)] = (array, stored)
+    return changed
+
+
+def common_subexpression_elimination(function: Function) -> bool:
+    """Replace the redundant instructions of `function` (module docstring); True if any was replaced."""
+    tree = DominatorTree(function)
+    if not tree.rpo:
+        return False
+    block_writes = {block: memory_writes(block.instructions) for block in tree.rpo}
+    changed = False
+    stack: list[tuple[Block, ChainMap[Key, Value], _AvailableLoads]] = [(tree.rpo[0], ChainMap(), _AvailableLoads())]
+    while stack:
+        block, values, loads = stack.pop()
+        if sum(1 for pred in tree.preds[block] if tree.is_reachable(pred)) > 1:
+            # A join: other paths from the dominator may have written memory.
+            loads.kill(_writes_between(block, tree, block_writes))
+        changed |= _number_block(block, values, loads)
+        stack.extend((child, values.new_child(), loads.copy()) for child in tree.children[block])
+    return changed
