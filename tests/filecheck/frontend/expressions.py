@@ -4,7 +4,7 @@
 import math
 
 import isozyme as iz
-from isozyme import f32, f64, i32, i64, boolean
+from isozyme import boolean, f32, f64, i32, i64
 
 
 # Literals are weak: `a * 2.0` stays f32; an i64 joins f32 as f32; `/` of f32 by an int literal is f32.
