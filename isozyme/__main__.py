@@ -21,7 +21,13 @@ from collections.abc import Sequence
 import numpy as np
 
 from isozyme.frontend.diagnostics import CompileError
-from isozyme.optimize.pass_manager import PassError, PassOptions, format_timing_report, run_passes
+from isozyme.optimize.pass_manager import (
+    PassError,
+    PassOptions,
+    format_statistics,
+    format_timing_report,
+    run_passes,
+)
 from isozyme.ssa.ir import Function, Module
 from isozyme.ssa.parser import ParseError, parse_module
 from isozyme.ssa.types import ArrayType, ScalarType, Type
@@ -43,12 +49,15 @@ def command_opt(args: argparse.Namespace) -> int:
     module = _read_module(args.file)
     names = [name for group in args.passes for name in group.split(",") if name]
     options = PassOptions(verify_each=args.verify_each, print_after_all=args.print_after_all,
-                          print_after=set(args.print_after), time_passes={} if args.time_passes else None)
+                          print_after=set(args.print_after), time_passes={} if args.time_passes else None,
+                          statistics={} if args.stats else None)
     run_passes(module, names, options)
     verify(module)
     sys.stdout.write(str(module))
     if options.time_passes is not None:
         sys.stderr.write(format_timing_report(options.time_passes))
+    if options.statistics is not None:
+        sys.stderr.write(format_statistics(options.statistics))
     return 0
 
 
@@ -121,6 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
     opt.add_argument("--print-after-all", action="store_true", help="print the IR after every pass")
     opt.add_argument("--print-after", action="append", default=[], metavar="PASS", help="print after PASS")
     opt.add_argument("--time-passes", action="store_true", help="print each pass's wall time to stderr")
+    opt.add_argument("--stats", action="store_true", help="print what each pass changed to stderr")
     opt.set_defaults(handler=command_opt)
     run = commands.add_parser("run", help="interpret a function of an .ir file")
     run.add_argument("file", help="an .ir file, or - for stdin")

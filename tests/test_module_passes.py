@@ -408,3 +408,25 @@ def test_time_passes_prints_a_table_on_stderr(capsys: pytest.CaptureFixture[str]
     names = [line.split()[-1] for line in lines[6:]]
     assert sorted(names) == ["Total", "dce", "func-attrs", "inline", "mem2reg", "verify"]
     assert all(line.lstrip()[0].isdigit() and "%)" in line for line in lines[6:])
+
+
+def test_stats_count_what_each_pass_changed() -> None:
+    from isozyme.optimize.pass_manager import PassStatistics, ir_size
+
+    module = parse_module("""
+func @f(%x: f64) -> f64 {
+bb0:
+  %a = fmul %x, 1.0
+  %dead = fadd %x, %x
+  br bb1
+bb1:
+  ret %a
+}
+""")
+    assert ir_size(module) == (4, 2)
+    stats: dict[str, PassStatistics] = {}
+    run_passes(module, ["instcombine", "dce", "simplify-cfg", "dce"], PassOptions(statistics=stats))
+    assert ir_size(module) == (1, 1)
+    assert (stats["instcombine"].runs, stats["instcombine"].changed, stats["instcombine"].instructions) == (1, 1, -1)
+    assert (stats["dce"].runs, stats["dce"].changed, stats["dce"].instructions) == (2, 1, -1)
+    assert (stats["simplify-cfg"].instructions, stats["simplify-cfg"].blocks) == (-1, -1)

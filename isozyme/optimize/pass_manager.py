@@ -218,6 +218,39 @@ class PassOptions:
     """When a dict, accumulate each pass's wall time (seconds) into it, and the verifier's as `verify`."""
     out: TextIO | None = None
     """Where dumps go (default: stderr)."""
+    statistics: dict[str, PassStatistics] | None = None
+    """When a dict, count per pass what it changed (LLVM's `-stats`, coarser): see `PassStatistics`."""
+
+
+@dataclass
+class PassStatistics:
+    """What one pass did over a pipeline run: how often it ran and changed something, and the net change
+    in instructions and blocks it caused (negative: it removed them)."""
+
+    runs: int = 0
+    changed: int = 0
+    instructions: int = 0
+    blocks: int = 0
+
+    def record(self, changed: bool, size_before: tuple[int, int], size_after: tuple[int, int]) -> None:
+        self.runs += 1
+        self.changed += changed
+        self.instructions += size_after[0] - size_before[0]
+        self.blocks += size_after[1] - size_before[1]
+
+
+def ir_size(target: Function | Module) -> tuple[int, int]:
+    """(instructions, blocks) of a function or of every function of a module."""
+    functions = [target] if isinstance(target, Function) else list(target)
+    return (sum(len(b.instructions) for f in functions for b in f.blocks), sum(len(f.blocks) for f in functions))
+
+
+def format_statistics(statistics: dict[str, PassStatistics]) -> str:
+    """A table of `PassStatistics`, one pass per line, in first-run order."""
+    lines = [f"{'pass':<14}{'runs':>6}{'changed':>9}{'instructions':>14}{'blocks':>8}"]
+    for name, stats in statistics.items():
+        lines.append(f"{name:<14}{stats.runs:>6}{stats.changed:>9}{stats.instructions:>+14}{stats.blocks:>+8}")
+    return "\n".join(lines) + "\n"
 
 
 def run_passes(module: Module, names: Iterable[str | FixedPoint], options: PassOptions | None = None) -> bool:
@@ -258,8 +291,12 @@ def _run_invocation(module: Module, invocation: Invocation, options: PassOptions
 def _run_on(invocation: Invocation, target: Function | Module, options: PassOptions) -> bool:
     """Run a pass on one function (or the module), then verify and print as `options` asks."""
     before = str(target) if options.verify_each else ""
+    size_before = ir_size(target) if options.statistics is not None else (0, 0)
     with _timer(options, invocation.pass_.name):
         changed = bool(invocation.pass_.run(target, **invocation.arguments))
+    if options.statistics is not None:
+        stats = options.statistics.setdefault(invocation.pass_.name, PassStatistics())
+        stats.record(changed, size_before, ir_size(target))
     if options.verify_each:
         with _timer(options, "verify"):
             _check_after(invocation, target, before, changed)
