@@ -2,11 +2,12 @@
 pipeline, checks the arguments and runs.
 
 Compilation is lazy (DESIGN 1.3): the first call, `compile()` or `show_ir()` lowers the kernel and its
-callees to SSA (a CompileError is raised then, at the latest), runs the optimization pipeline and hands
-the module to the backend (`O2` unless `compile(opt=...)` says otherwise). Backends: `"interp"`, the reference interpreter (bounds-checked, slow, exact:
-the semantic oracle). `ISOZYME_BACKEND` overrides the default, a decorator's `backend=` overrides that.
-`ISOZYME_PRINT_IR` prints IR at compile time to stderr: `ssa` (as lowered), `opt` (after the pipeline),
-`after-all` (after every pass) or a pass name; several separated by commas.
+callees to SSA (a CompileError is raised then, at the latest), runs the optimization pipeline (`O2` unless
+`compile(opt=...)` says otherwise) and hands the module to the backend. Backends: `"interp"`, the
+reference interpreter (bounds-checked, slow, exact: the semantic oracle). `ISOZYME_BACKEND` overrides the
+default, a decorator's `backend=` overrides that. `ISOZYME_PRINT_IR` prints IR at compile time to stderr:
+`ssa` (as lowered), `opt` (after the pipeline), `after-all` (after every pass) or a pass name; several
+separated by commas.
 """
 
 from __future__ import annotations
