@@ -24,7 +24,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from isozyme.ssa.ir import Block, Function, Instruction, Phi, SourceLoc, Value
+from isozyme.ssa.ir import Block, Function, Phi, SourceLoc, Value
 from isozyme.ssa.types import ArrayType, Type
 
 
@@ -128,6 +128,9 @@ class SSAConstruction:
             phi = self._new_phi(name, block)
             self.write_variable(name, block, phi)  # breaks cycles through loops
             value = self._add_phi_operands(name, phi)
+        # Removing a trivial phi may make another trivial in turn (its users are revisited), so the value
+        # just computed may already be forwarded: resolve it before anyone holds on to it.
+        value = self.resolve(value)
         self.write_variable(name, block, value)
         return value
 
@@ -199,7 +202,7 @@ class SSAConstruction:
         for user in users:
             if isinstance(user, Phi) and user.block is not None and user not in self.forward:
                 self.try_remove_trivial_phi(user)
-        return same
+        return self.resolve(same)
 
     # --- Algorithm 4: sealing -------------------------------------------------------------------------
 
@@ -221,7 +224,3 @@ class SSAConstruction:
     def surviving_array_phis(self) -> list[Phi]:
         """Array-typed phis that merge different arrays (the translator rejects them)."""
         return [phi for phi in self.array_phis if phi.block is not None and phi not in self.forward]
-
-
-def terminated(block: Block) -> Instruction | None:
-    return block.terminator
