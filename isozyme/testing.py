@@ -7,7 +7,7 @@ A checked file holds one or more `RUN:` lines in comments, LLVM lit's convention
     ; CHECK-NOT: fmul
 
 `run_lit_file(path)` runs each RUN line with bash (`pipefail` on), after substituting `%s` with the
-file's path, `isozyme` with this interpreter's `python -m isozyme` and `filecheck` with
+file's path, `%S` with its directory, `isozyme` with this interpreter's `python -m isozyme` and `filecheck` with
 `python -m filecheck`, and raises `AssertionError` with the command and its output if one fails. A RUN
 line that starts with `not` expects the command before the first `|` to fail (exit status non-zero).
 """
@@ -44,7 +44,7 @@ def _substitute(command: str, path: Path) -> str:
             words = words[1].split(" ", 1)
         if words[0] in _TOOLS:
             words[0] = f"{python} {_TOOLS[words[0]]}"
-        text = " ".join(words).replace("%s", shlex.quote(str(path)))
+        text = " ".join(words).replace("%S", shlex.quote(str(path.parent))).replace("%s", shlex.quote(str(path)))
         stages.append(f"( ! {text} )" if negate else text)  # a bare `!` would negate the whole pipeline
     return " | ".join(stages)
 
