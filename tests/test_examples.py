@@ -191,3 +191,42 @@ def test_log_gamma_distrib_closed_forms() -> None:
     assert gmm.log_gamma_distrib(2.5, 1) == math.lgamma(2.5)
     assert_close(gmm.log_gamma_distrib(3.0, 2), math.log(1.5 * math.pi))
     assert_close(gmm.log_gamma_distrib(2.0, 3), math.log(math.pi**2 / 2))
+
+
+# ---- O0 and O2 compute the same bits -----------------------------------------------------------------------
+
+def _gmm_args(rng: np.random.Generator) -> tuple:
+    data = gmm.gmm_data(3, 4, 6, seed=int(rng.integers(100)), gamma=1.5, m=1)
+    return (data.alphas, data.means, data.icf, data.x, data.gamma, data.m, gmm.log_gamma_distrib(2.5, 3))
+
+
+O2_CASES = {
+    "mag": (norm.mag, lambda r: (r.standard_normal(9), 9)),
+    "norm": (norm.norm, lambda r: (np.zeros(9), r.standard_normal(9), 9)),
+    "relu3": (relu3.relu3, lambda r: (np.zeros(8), r.standard_normal(8))),
+    "relu3_sum": (relu3.relu3_sum, lambda r: (r.standard_normal(8),)),
+    "dot": (dot.dot, lambda r: (r.standard_normal(7), r.standard_normal(7))),
+    "idot": (dot.idot, lambda r: (r.integers(-50, 50, 7), r.integers(-50, 50, 7))),
+    "matvec": (matvec.matvec, lambda r: (np.zeros(4), r.standard_normal((4, 5)), r.standard_normal(5))),
+    "gmm_objective": (gmm.gmm_objective, _gmm_args),
+    "heat": (heat.heat, lambda r: (r.standard_normal(12), 0.4, 5)),
+    "euler": (euler.euler, lambda r: (r.standard_normal(8), 0.01, 6, 0.3, 0.05)),
+}
+
+
+def _bits(value: object) -> object:
+    if isinstance(value, float):
+        return "nan" if math.isnan(value) else np.float64(value).tobytes()
+    return value
+
+
+@pytest.mark.parametrize("name", O2_CASES)
+def test_o2_computes_the_same_bits_as_o0(name: str) -> None:
+    kernel, make_args = O2_CASES[name]
+    outcomes = []
+    for opt in ("O0", "O2"):
+        args = make_args(np.random.default_rng(5))
+        value = kernel.compile(backend="interp", opt=opt)(*args)
+        arrays = [a.tobytes() for a in args if isinstance(a, np.ndarray)]
+        outcomes.append((_bits(value), arrays))
+    assert outcomes[0] == outcomes[1]
