@@ -60,11 +60,11 @@ def test_keyword_arguments_and_zero_length_arrays() -> None:
 
 @pytest.mark.parametrize(("args", "error", "message"), [
     ((np.zeros(3, np.float32), 1.0, np.zeros(3), 3), TypeError, "parameter 'y' of kernel 'axpy' must have dtype"),
-    ((np.zeros((3, 1)), 1.0, np.zeros(3), 3), TypeError, "parameter 'y' of kernel 'axpy' must have 1 dimension"),
+    ((np.zeros((3, 1)), 1.0, np.zeros(3), 3), TypeError, "parameter 'y' of kernel 'axpy' must be a 1-D array, got 2-D"),
     ((np.zeros(6)[::2], 1.0, np.zeros(3), 3), ValueError, "parameter 'y' of kernel 'axpy' must be C-contiguous"),
     (([0.0, 1.0], 1.0, np.zeros(2), 2), TypeError, "parameter 'y' of kernel 'axpy' must be a 1-D float64 array"),
-    ((np.zeros(3), "1", np.zeros(3), 3), TypeError, "parameter 'a' of kernel 'axpy' must be a real number"),
-    ((np.zeros(3), 1.0, np.zeros(3), 3.0), TypeError, "parameter 'n' of kernel 'axpy' must be an integer"),
+    ((np.zeros(3), "1", np.zeros(3), 3), TypeError, "parameter 'a' of kernel 'axpy' must be a f64 scalar"),
+    ((np.zeros(3), 1.0, np.zeros(3), 3.0), TypeError, "'n' of kernel 'axpy' must be a i64 scalar, got float"),
     ((np.zeros(3), 1.0, np.zeros(3), 1 << 70), OverflowError, "parameter 'n' of kernel 'axpy'"),
     ((np.zeros(3), 1.0, np.zeros(3)), TypeError, "kernel 'axpy' takes 4 argument(s) (y, a, x, n); missing: n"),
 ])

@@ -5,7 +5,8 @@ no two array arguments may share memory (the optimizer assumes distinct arrays d
 `restrict` in C): `TypeError` for the wrong kind, dtype or rank, `ValueError` for layout and overlap.
 Scalars: a float parameter takes any real number, an integer parameter an integer (not a float: no silent
 truncation) in its range (`OverflowError` otherwise), a boolean parameter a bool. Every message names the
-parameter and the kernel.
+parameter and the kernel. The per-value checks are the interpreter's (`ssa.interpreter.check_array`,
+`check_scalar`), so `isozyme run` and kernels accept the same values.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from isozyme.ssa.ir import canonical_scalar
-from isozyme.ssa.types import I1, ArrayType, ScalarType, Type
+from isozyme.ssa import interpreter
+from isozyme.ssa.types import ArrayType, Type
 
 Scalar = int | float | bool
 
@@ -25,12 +26,6 @@ Scalar = int | float | bool
 class Parameter:
     name: str
     type: Type
-
-
-def describe(ty: Type) -> str:
-    if isinstance(ty, ArrayType):
-        return f"{ty.rank}-D {ty.element.numpy_dtype.name} array"
-    return "boolean" if ty is I1 else f"{ty} scalar"
 
 
 def bind(kernel: str, params: Sequence[Parameter], args: Sequence[object],
@@ -52,38 +47,16 @@ def bind(kernel: str, params: Sequence[Parameter], args: Sequence[object],
 
 
 def check_array(kernel: str, param: Parameter, value: object) -> np.ndarray:
-    ty: ArrayType = param.type  # type: ignore[assignment]
+    """The interpreter's array check (kind, dtype, rank), plus C-contiguity for compiled code."""
     where = f"parameter '{param.name}' of kernel '{kernel}'"
-    if not isinstance(value, np.ndarray):
-        raise TypeError(f"{where} must be a {describe(ty)}, got {type(value).__name__}")
-    if value.dtype != ty.element.numpy_dtype:
-        raise TypeError(f"{where} must have dtype {ty.element.numpy_dtype.name}, got {value.dtype.name}")
-    if value.ndim != ty.rank:
-        raise TypeError(f"{where} must have {ty.rank} dimension(s), got {value.ndim}")
-    if not value.flags.c_contiguous:
+    array = interpreter.check_array(where, param.type, value)  # type: ignore[arg-type]
+    if not array.flags.c_contiguous:
         raise ValueError(f"{where} must be C-contiguous; pass np.ascontiguousarray({param.name})")
-    return value
+    return array
 
 
 def check_scalar(kernel: str, param: Parameter, value: object) -> Scalar:
-    ty: ScalarType = param.type  # type: ignore[assignment]
-    where = f"parameter '{param.name}' of kernel '{kernel}'"
-    if isinstance(value, np.ndarray) and value.ndim == 0:
-        value = value[()]
-    if ty.is_bool:
-        if not isinstance(value, bool | np.bool_):
-            raise TypeError(f"{where} must be a bool, got {type(value).__name__}")
-        return bool(value)
-    if ty.is_int:
-        if not isinstance(value, int | np.integer | np.bool_):
-            raise TypeError(f"{where} must be an integer ({ty}), got {type(value).__name__} {value!r}")
-        number = int(value)
-        if not -(1 << (ty.bits - 1)) <= number < 1 << (ty.bits - 1):
-            raise OverflowError(f"{where}: {number} does not fit in {ty}")
-        return number
-    if not isinstance(value, int | float | np.integer | np.floating | np.bool_):
-        raise TypeError(f"{where} must be a real number ({ty}), got {type(value).__name__}")
-    return canonical_scalar(ty, float(value))
+    return interpreter.check_scalar(f"parameter '{param.name}' of kernel '{kernel}'", param.type, value)  # type: ignore
 
 
 def check_arguments(kernel: str, params: Sequence[Parameter], args: Sequence[object],

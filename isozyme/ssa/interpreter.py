@@ -68,29 +68,37 @@ def located(inst: Instruction, message: str) -> str:
 # --- arguments --------------------------------------------------------------------------------------
 
 
-def _check_array(param: str, ty: ArrayType, value: object) -> np.ndarray:
+def check_array(where: str, ty: ArrayType, value: object) -> np.ndarray:
+    """`value` if it is a numpy array of `ty`'s dtype and rank; TypeError naming `where` otherwise."""
+    dtype = ty.element.numpy_dtype
     if not isinstance(value, np.ndarray):
-        raise TypeError(f"parameter {param}: expected a numpy array of type {ty}, got {type(value).__name__}")
-    if value.dtype != ty.element.numpy_dtype:
-        raise TypeError(f"parameter {param}: expected dtype {ty.element.numpy_dtype}, got {value.dtype}")
+        raise TypeError(f"{where} must be a {ty.rank}-D {dtype.name} array, got {type(value).__name__}")
+    if value.dtype != dtype:
+        raise TypeError(f"{where} must have dtype {dtype.name}, got {value.dtype.name}")
     if value.ndim != ty.rank:
-        raise TypeError(f"parameter {param}: expected a {ty.rank}-D array, got {value.ndim}-D")
+        raise TypeError(f"{where} must be a {ty.rank}-D array, got {value.ndim}-D")
     return value
 
 
 _SCALAR_KINDS: dict[str, tuple[type, ...]] = {
     "bool": (bool, np.bool_),
-    "int": (int, np.integer),
-    "float": (int, float, np.integer, np.floating),
+    "int": (int, np.integer, np.bool_),
+    "float": (int, float, np.integer, np.floating, np.bool_),
 }
-"""The Python and numpy scalar types that a parameter of each `ScalarKind` accepts."""
+"""The Python and numpy scalar types that a parameter of each `ScalarKind` accepts (an integer parameter
+takes no float: no silent truncation)."""
 
 
-def _check_scalar(param: str, ty: ScalarType, value: object) -> Scalar:
+def check_scalar(where: str, ty: ScalarType, value: object) -> Scalar:
+    """`value` as a canonical scalar of `ty`; TypeError (wrong kind) or OverflowError (out of range)."""
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value[()]
     if not isinstance(value, _SCALAR_KINDS[ty.kind.value]):
-        raise TypeError(f"parameter {param}: expected a {ty} scalar, got {type(value).__name__}")
+        raise TypeError(f"{where} must be a {ty} scalar, got {type(value).__name__} {value!r}")
     if ty.is_int and not -(1 << (ty.bits - 1)) <= int(value) < 1 << (ty.bits - 1):
-        raise OverflowError(f"parameter {param}: {value} is out of the range of {ty}")
+        raise OverflowError(f"{where}: {value} does not fit in {ty}")
+    if ty.is_int:
+        value = int(value)
     return canonical_scalar(ty, value.item() if isinstance(value, np.generic) else value)
 
 
@@ -100,11 +108,11 @@ def check_arguments(function: Function, args: Sequence[object]) -> list[RuntimeV
         raise TypeError(f"@{function.name} takes {len(function.args)} argument(s), got {len(args)}")
     values: list[RuntimeValue] = []
     for param, value in zip(function.args, args, strict=True):
-        name = f"%{param.name or param.index} of @{function.name}"
+        name = f"parameter %{param.name or param.index} of @{function.name}"
         if isinstance(param.type, ArrayType):
-            values.append(_check_array(name, param.type, value))
+            values.append(check_array(name, param.type, value))
         elif isinstance(param.type, ScalarType):
-            values.append(_check_scalar(name, param.type, value))
+            values.append(check_scalar(name, param.type, value))
         else:
             raise InterpreterError(f"parameter {name} has type {param.type}")
     return values
