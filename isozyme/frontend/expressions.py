@@ -310,36 +310,31 @@ class ExpressionLowering:
         return self.read_variable(result, node)
 
     def lower_ifexp(self: KernelLowering, node: ast.IfExp) -> Value:
-        result = self.hidden_variable("cond")
-        then_block, else_block, merge = self.new_block("cond.true"), self.new_block("cond.false"), \
-            self.new_block("cond.end")
-        self.lower_branch(node.test, then_block, else_block)
-        for block, branch in ((then_block, node.body), (else_block, node.orelse)):
+        return self.branch_value("cond", node.test, node, lambda: self.expr(node.body),
+                                 lambda: self.expr(node.orelse))
+
+    def value_through_branches(self: KernelLowering, hint: str, node: ast.expr) -> Value:
+        """A boolean-valued expression evaluated by `lower_branch` into a phi of True/False."""
+        return self.branch_value(hint, node, node, lambda: Constant(I1, True), lambda: Constant(I1, False))
+
+    def branch_value(self: KernelLowering, hint: str, test: ast.expr, node: ast.expr,
+                     if_true: Callable[[], Value], if_false: Callable[[], Value]) -> Value:
+        """`if_true()` or `if_false()`, each lowered in its own block, chosen by Python's truth of `test`
+        (short-circuiting) and merged by a phi."""
+        result = self.hidden_variable(hint)
+        blocks = self.new_block(f"{hint}.true"), self.new_block(f"{hint}.false")
+        merge = self.new_block(f"{hint}.end")
+        self.lower_branch(test, *blocks)
+        for block, produce in zip(blocks, (if_true, if_false), strict=True):
             self.seal(block, node)
             self.switch_to(block)
             if self.current is not None:
-                self.write_variable(result, self.expr(branch))
+                self.write_variable(result, produce())
                 self.branch(merge)
         self.seal(merge, node)
         self.switch_to(merge)
         if self.current is None:
-            raise self.error(node, "internal: a conditional expression with no reachable branch")
-        return self.read_variable(result, node)
-
-    def value_through_branches(self: KernelLowering, hint: str, node: ast.expr) -> Value:
-        """A boolean-valued expression evaluated by `lower_branch` into a phi of True/False."""
-        result = self.hidden_variable(hint)
-        true_block, false_block = self.new_block(f"{hint}.true"), self.new_block(f"{hint}.false")
-        merge = self.new_block(f"{hint}.end")
-        self.lower_branch(node, true_block, false_block)
-        for block, value in ((true_block, True), (false_block, False)):
-            self.seal(block, node)
-            self.switch_to(block)
-            if self.current is not None:
-                self.write_variable(result, Constant(I1, value))
-                self.branch(merge)
-        self.seal(merge, node)
-        self.switch_to(merge)
+            raise self.error(node, "internal: a conditional value with no reachable branch")
         return self.read_variable(result, node)
 
     # --- conditions as control flow -------------------------------------------------------------------
