@@ -202,7 +202,7 @@ class SSAConstruction:
         for user in users:
             if isinstance(user, Phi) and user.block is not None and user not in self.forward:
                 self.try_remove_trivial_phi(user)
-        return self.resolve(same)
+        return same
 
     # --- Algorithm 4: sealing -------------------------------------------------------------------------
 
