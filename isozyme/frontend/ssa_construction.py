@@ -74,7 +74,8 @@ class SSAConstruction:
         self.forward: dict[Value, Value] = {}
         """Removed trivial phis -> the value that replaced them."""
         self.phi_var: dict[Phi, str] = {}
-        self.array_phis: dict[Phi, ast.AST | None] = {}
+        self.array_phis: dict[Phi, None] = {}
+        """Array-typed phis found non-trivial, in order (a dict as an ordered set)."""
         self.site: ast.AST | None = None
         """The AST node being read (set by the translator): new phis remember it for diagnostics."""
         self.loc: SourceLoc | None = None
