@@ -230,3 +230,18 @@ def test_o2_computes_the_same_bits_as_o0(name: str) -> None:
         arrays = [a.tobytes() for a in args if isinstance(a, np.ndarray)]
         outcomes.append((_bits(value), arrays))
     assert outcomes[0] == outcomes[1]
+
+
+@pytest.mark.parametrize("name", O2_CASES)
+@pytest.mark.parametrize("boundscheck", [False, True])
+def test_llvm_computes_the_interpreters_bits(name: str, boundscheck: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The `llvm` backend, checked or not, against the reference interpreter: the same bits (no fast-math;
+    the math functions are the C library's on both)."""
+    kernel, make_args = O2_CASES[name]
+    monkeypatch.setenv("ISOZYME_BOUNDSCHECK", "1" if boundscheck else "0")
+    outcomes = []
+    for backend in ("interp", "llvm"):
+        args = make_args(np.random.default_rng(11))
+        value = kernel.compile(backend=backend)(*args)
+        outcomes.append((_bits(value), [a.tobytes() for a in args if isinstance(a, np.ndarray)]))
+    assert outcomes[0] == outcomes[1]

@@ -27,7 +27,7 @@ def clipped(x: Array[f64]) -> f64:
     return min(x[0], LIMIT)
 
 
-@iz.kernel
+@iz.kernel(boundscheck=True)
 def at(x: Array[f64], i: i64) -> f64:
     return x[i]
 
@@ -50,7 +50,8 @@ def test_kernel_keeps_the_python_function() -> None:
 
 def test_compiles_once_per_backend_and_pipeline() -> None:
     assert axpy.compile() is axpy.compile()
-    assert axpy.compile(opt="O0") is axpy.compile(backend="interp", opt="O0")
+    assert axpy.compile(opt="O0") is axpy.compile(backend="llvm", opt="O0")
+    assert axpy.compile(opt="O0") is not axpy.compile(backend="interp", opt="O0")
 
 
 def test_keyword_arguments_and_zero_length_arrays() -> None:
@@ -66,7 +67,7 @@ def test_keyword_arguments_and_zero_length_arrays() -> None:
     ((np.zeros(3), "1", np.zeros(3), 3), TypeError, "parameter 'a' of kernel 'axpy' must be a f64 scalar"),
     ((np.zeros(3), 1.0, np.zeros(3), 3.0), TypeError, "'n' of kernel 'axpy' must be a i64 scalar, got float"),
     ((np.zeros(3), 1.0, np.zeros(3), 1 << 70), OverflowError, "parameter 'n' of kernel 'axpy'"),
-    ((np.zeros(3), 1.0, np.zeros(3)), TypeError, "kernel 'axpy' takes 4 argument(s) (y, a, x, n); missing: n"),
+    ((np.zeros(3), 1.0, np.zeros(3)), TypeError, "axpy() missing 1 required positional argument: 'n'"),
 ])
 def test_bad_arguments_name_the_parameter(args: tuple, error: type, message: str) -> None:
     with pytest.raises(error) as info:

@@ -1,9 +1,10 @@
-"""Random kernels (`kernelgen.py`) run as plain Python and on the interpreter, at O0 and at O2.
+"""Random kernels (`kernelgen.py`) run as plain Python, on the interpreter at O0 and at O2, and on LLVM.
 
 A kernel is valid Python, and on the programs the generator makes (inside the common part of Python and
 the kernel language, see kernelgen's docstring) it must compute what its undecorated function computes:
 return value and every array argument, ints exactly, floats to 1e-12 relative (nan where Python has nan).
-O2 must not change a single bit of what O0 computes (any nan counts as the same nan). The oracle is plain
+O2 must not change a single bit of what O0 computes (any nan counts as the same nan), and the `llvm`
+backend must compute the interpreter's bits (no fast-math; f32 math is evaluated in f64 on both). The oracle is plain
 Python all the way down (`kernelgen.python_reference`: helper kernels run as their `py_func` too). A
 program that is not valid Python, or raises in Python, is a bug of the generator: it fails the test, it
 is never filtered out.
@@ -68,3 +69,12 @@ def test_o2_is_bit_identical_to_o0(kernel_dir: Path, case: tuple[kernelgen.Progr
     kernelgen.assert_same_results(run(kernelgen.python_reference(entry), args), at_o0, program.returns)
     at_o2 = run(entry.compile(backend="interp", opt="O2"), args)
     kernelgen.assert_bit_identical(at_o0, at_o2)
+
+
+@settings(max_examples=200, **PROFILE)
+@given(case=kernelgen.cases())
+def test_llvm_is_bit_identical_to_the_interpreter(kernel_dir: Path, case: tuple[kernelgen.Program, tuple]) -> None:
+    program, args = case
+    entry = kernelgen.load_module(program.source, kernel_dir).entry
+    interpreted = run(entry.compile(backend="interp", opt="O2"), args)
+    kernelgen.assert_bit_identical(interpreted, run(entry.compile(backend="llvm", opt="O2"), args))

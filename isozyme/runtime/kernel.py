@@ -3,11 +3,17 @@ pipeline, checks the arguments and runs.
 
 Compilation is lazy (DESIGN 1.3): the first call, `compile()` or `show_ir()` lowers the kernel and its
 callees to SSA (a CompileError is raised then, at the latest), runs the optimization pipeline (`O2` unless
-`compile(opt=...)` says otherwise) and hands the module to the backend. Backends: `"interp"`, the
-reference interpreter (bounds-checked, slow, exact: the semantic oracle). `ISOZYME_BACKEND` overrides the
-default, a decorator's `backend=` overrides that. `ISOZYME_PRINT_IR` prints IR at compile time to stderr:
-`ssa` (as lowered), `opt` (after the pipeline), `after-all` (after every pass) or a pass name; several
-separated by commas.
+`compile(opt=...)` says otherwise) and hands the module to the backend. Backends: `"llvm"` (the default: LLVM
+machine code for the host CPU, cached in memory and on disk, `runtime/llvm_backend.py`) and `"interp"`,
+the reference interpreter (bounds-checked, slow, exact: the semantic oracle). `ISOZYME_BACKEND` overrides
+the default, a decorator's `backend=` overrides that; both are read at the kernel's first call, which binds
+the kernel to its compiled entry so that later calls cost one Python call more than the entry itself.
+
+Checked mode (`@iz.kernel(boundscheck=True)`, or `ISOZYME_BOUNDSCHECK=1` for kernels that do not say)
+makes compiled code check every array index and raise IndexError with the source location, the index and
+the shape. `ISOZYME_PRINT_IR` prints IR at compile time to stderr: `ssa` (as lowered), `opt` (after the
+pipeline), `after-all` (after every pass) or a pass name; several separated by commas. While it is set,
+the disk cache is not read (a cache hit would skip the stages to print).
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from isozyme.frontend.compiler import KernelDefinition, lower_kernel
 from isozyme.frontend.diagnostics import CompileError
@@ -27,12 +34,15 @@ from isozyme.ssa.ir import Function, Module
 from isozyme.ssa.printer import print_module
 from isozyme.ssa.verifier import verify
 
-BACKENDS = ("interp",)
-"""Backends that can run kernels now; "llvm" and "opencl" arrive with their issues."""
-DEFAULT_BACKEND = "interp"
+if TYPE_CHECKING:
+    from isozyme.codegen.llvm import CodegenOptions
+
+BACKENDS = ("llvm", "interp")
+"""Backends that can run kernels now; "opencl" arrives with its issue."""
+DEFAULT_BACKEND = "llvm"
 DEFAULT_PIPELINE = "O2"
 """The pipeline primal kernels compile with when none is given."""
-STAGES = ("ssa", "opt")
+STAGES = ("ssa", "opt", "llvm", "llvm-opt")
 
 
 @dataclass
@@ -40,30 +50,35 @@ class CompiledKernel:
     """A kernel compiled for one backend and pipeline: call it like the kernel."""
 
     name: str
-    module: Module
-    function: Function
-    params: list[Parameter]
     backend: str
+    params: list[Parameter]
+    entry: Callable[..., object]
+    """Checks the arguments and runs the kernel."""
 
     def __call__(self, *args: object, **kwargs: object) -> object:
-        values = check_arguments(self.name, self.params, args, kwargs)
-        return run_function(self.function, *values)
+        return self.entry(*args, **kwargs)
 
 
 class Kernel:
     """A compiled-on-demand kernel; see the module docstring. `py_func` is the undecorated function."""
 
     def __init__(self, py_func: Callable, backend: str | None = None, boundscheck: bool | None = None) -> None:
-        if backend is not None and backend not in (*BACKENDS, "llvm", "opencl"):
-            raise ValueError(f"unknown backend {backend!r} (known: interp, llvm, opencl)")
+        if backend is not None and backend not in (*BACKENDS, "opencl"):
+            raise ValueError(f"unknown backend {backend!r} (known: {', '.join(BACKENDS)}, opencl)")
         self.py_func = py_func
         self.definition = KernelDefinition(py_func, {"backend": backend, "boundscheck": boundscheck})
         self.__isozyme_definition__ = self.definition
-        self._compiled: dict[tuple[str, str], CompiledKernel] = {}
+        self._compiled: dict[tuple[str, str, bool], CompiledKernel] = {}
+        self._call: Callable[..., object] = self._first_call
         functools.update_wrapper(self, py_func)
 
     def __call__(self, *args: object, **kwargs: object) -> object:
-        return self.compile()(*args, **kwargs)
+        return self._call(*args, **kwargs)
+
+    def _first_call(self, *args: object, **kwargs: object) -> object:
+        """Compile for the default backend, then let every later call go straight to the compiled entry."""
+        self._call = self.compile().entry
+        return self._call(*args, **kwargs)
 
     def __repr__(self) -> str:
         return f"<isozyme kernel {self.definition.name}>"
@@ -72,36 +87,77 @@ class Kernel:
         chosen = backend or self.definition.options.get("backend") or os.environ.get("ISOZYME_BACKEND") \
             or DEFAULT_BACKEND
         if chosen not in BACKENDS:
-            raise ValueError(f"backend {chosen!r} is not available yet (available: {', '.join(BACKENDS)})")
+            raise ValueError(f"backend {chosen!r} is not available (available: {', '.join(BACKENDS)})")
         return chosen  # type: ignore[return-value]
+
+    def boundscheck(self) -> bool:
+        """Checked mode: the decorator's `boundscheck=`, else `ISOZYME_BOUNDSCHECK=1`."""
+        chosen = self.definition.options.get("boundscheck")
+        if chosen is None:
+            return os.environ.get("ISOZYME_BOUNDSCHECK", "").lower() in ("1", "true", "yes", "on")
+        return bool(chosen)
 
     def lower(self) -> tuple[Module, Function]:
         """A fresh SSA module of this kernel and its callees, as lowered (unoptimized)."""
         try:
-            return lower_kernel(self.definition)
+            module, function = lower_kernel(self.definition)
         except CompileError as error:
             raise error.with_traceback(None) from None  # the user's frames only, not the compiler's
-
-    def optimized(self, pipeline: str) -> tuple[Module, Function]:
-        module, function = self.lower()
         verify(module)
-        print_ir = _print_ir_request()
-        if "ssa" in print_ir:
+        if "ssa" in _print_ir_request():
             print(f"; *** SSA of kernel {self.definition.name} ***\n{print_module(module)}", file=sys.stderr)
+        return module, function
+
+    def run_pipeline(self, module: Module, pipeline: str) -> None:
+        """Optimize `module` in place with `pipeline`, printing what ISOZYME_PRINT_IR asks for."""
+        print_ir = _print_ir_request()
         options = PassOptions(print_after_all="after-all" in print_ir, print_after=print_ir - {"ssa", "opt"})
         run_passes(module, [pipeline], options)
         if "opt" in print_ir:
             print(f"; *** {pipeline} IR of kernel {self.definition.name} ***\n{print_module(module)}", file=sys.stderr)
+
+    def optimized(self, pipeline: str) -> tuple[Module, Function]:
+        module, function = self.lower()
+        self.run_pipeline(module, pipeline)
         return module, function
+
+    def codegen_options(self) -> CodegenOptions:
+        from isozyme.codegen.llvm import CodegenOptions
+        return CodegenOptions(boundscheck=self.boundscheck())
 
     def compile(self, backend: str | None = None, opt: str = DEFAULT_PIPELINE) -> CompiledKernel:
         """The kernel compiled for `backend` with pipeline `opt` (cached)."""
-        key = (self.backend(backend), opt)
+        key = (self.backend(backend), opt, self.boundscheck())
         if key not in self._compiled:
-            module, function = self.optimized(opt)
-            params = [Parameter(arg.name, arg.type) for arg in function.args]  # type: ignore[arg-type]
-            self._compiled[key] = CompiledKernel(self.definition.name, module, function, params, key[0])
+            self._compiled[key] = _BACKEND_COMPILERS[key[0]](self, opt)
         return self._compiled[key]
+
+
+def _compile_interp(kernel: Kernel, pipeline: str) -> CompiledKernel:
+    module, function = kernel.optimized(pipeline)
+    name = kernel.definition.name
+    params = [Parameter(arg.name, arg.type) for arg in function.args]  # type: ignore[arg-type]
+
+    def entry(*args: object, **kwargs: object) -> object:
+        return run_function(function, *check_arguments(name, params, args, kwargs))
+    return CompiledKernel(name, "interp", params, entry)
+
+
+def _compile_llvm(kernel: Kernel, pipeline: str) -> CompiledKernel:
+    from isozyme.runtime.llvm_backend import compile_native
+
+    module, function = kernel.lower()
+    name = kernel.definition.name
+    params = [Parameter(arg.name, arg.type) for arg in function.args]  # type: ignore[arg-type]
+    entry = compile_native(name, module, function, pipeline, lambda m: kernel.run_pipeline(m, pipeline),
+                           kernel.codegen_options(), use_disk_cache=not _print_ir_request())
+    return CompiledKernel(name, "llvm", params, entry)
+
+
+_BACKEND_COMPILERS: dict[str, Callable[[Kernel, str], CompiledKernel]] = {
+    "interp": _compile_interp,
+    "llvm": _compile_llvm,
+}
 
 
 def _print_ir_request() -> set[str]:
@@ -117,11 +173,16 @@ def kernel(function: Callable | None = None, *, backend: str | None = None,
 
 
 def show_ir(kernel: Kernel, stage: str = "ssa", opt: str = "O2") -> str:
-    """The IR of `kernel` (and its callees) at `stage`: "ssa" as lowered, "opt" after pipeline `opt`."""
+    """The IR of `kernel` (and its callees) at `stage`: "ssa" as lowered, "opt" after pipeline `opt`,
+    "llvm" the LLVM IR emitted from that, "llvm-opt" the LLVM IR after LLVM's O3."""
     if not isinstance(kernel, Kernel):
         raise TypeError(f"show_ir needs an @iz.kernel, got {type(kernel).__name__}")
     if stage == "ssa":
         return print_module(kernel.lower()[0])
     if stage == "opt":
         return print_module(kernel.optimized(opt)[0])
+    if stage in ("llvm", "llvm-opt"):
+        from isozyme.runtime.llvm_backend import llvm_ir
+        module, function = kernel.optimized(opt)
+        return llvm_ir(module, function, kernel.codegen_options(), optimized=stage == "llvm-opt")
     raise ValueError(f"unknown IR stage {stage!r} (available now: {', '.join(STAGES)})")

@@ -1,0 +1,85 @@
+"""The `llvm` backend: from a lowered SSA module to a callable, through the memory and disk caches.
+
+    entry = compile_native(name, lowered_module, entry_function, optimize, options)
+    entry(out, x, 1000)
+
+The cache key is the SHA-256 of the lowered (unoptimized) SSA module as printed, the source locations of
+its instructions (they end up in error messages), the pipeline and codegen options, the isozyme version
+and `llvm_jit.host_description()` (llvmlite and LLVM versions, target, CPU name and features). Lowering
+is cheap; the O2 pipeline, codegen and LLVM are what a hit skips. A key is compiled at most once per
+process (`_loaded`), and its object code is stored on disk (`disk_cache.py`) with the metadata the call
+path needs (error sites, writable parameters), so a fresh process loads it without optimizing anything.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from importlib import metadata
+
+from isozyme.codegen.error_sites import ErrorSite
+from isozyme.codegen.llvm import CodegenOptions, emit_llvm
+from isozyme.optimize.function_attributes import module_memory_effects
+from isozyme.runtime import disk_cache, llvm_jit
+from isozyme.runtime.arguments import Parameter
+from isozyme.runtime.native_call import NativeSignature, make_entry
+from isozyme.ssa.ir import Function, Module
+from isozyme.ssa.printer import print_module
+
+_loaded: dict[str, Callable[..., object]] = {}
+"""Entries compiled or loaded in this process, by cache key."""
+
+try:
+    ISOZYME_VERSION = metadata.version("isozyme")
+except metadata.PackageNotFoundError:  # running from a source tree
+    ISOZYME_VERSION = "source"
+
+
+def cache_key(module: Module, entry: Function, pipeline: str, options: CodegenOptions) -> str:
+    locations = "\n".join(str(inst.loc) for function in module for inst in function.instructions())
+    material = "\n".join(["isozyme llvm backend 1", ISOZYME_VERSION, llvm_jit.host_description(), pipeline,
+                          repr(options), entry.name, print_module(module), locations])
+    return hashlib.sha256(material.encode()).hexdigest()
+
+
+def writable_parameters(module: Module, entry: Function) -> frozenset[int]:
+    return frozenset(module_memory_effects(module)[entry].writes)
+
+
+def symbols(prefix: str, entry: Function) -> tuple[str, str]:
+    return f"{prefix}{entry.name}__fast", f"{prefix}{entry.name}__raw"
+
+
+def compile_native(name: str, module: Module, entry: Function, pipeline: str, optimize: Callable[[Module], None],
+                   options: CodegenOptions, use_disk_cache: bool = True) -> Callable[..., object]:
+    """The call entry of `entry` compiled by LLVM (module docstring). `optimize` runs the SSA pipeline
+    named `pipeline` on `module` in place (only on a cache miss)."""
+    key = cache_key(module, entry, pipeline, options)
+    if key in _loaded:
+        return _loaded[key]
+    params = [Parameter(arg.name or f"arg{arg.index}", arg.type) for arg in entry.args]
+    prefix = f"iz_{key[:20]}_"
+    cached = disk_cache.load(key, name) if use_disk_cache else None
+    if cached is not None:
+        meta, obj = cached
+        sites = [ErrorSite.from_json(site) for site in meta["sites"]]  # type: ignore[union-attr]
+        writable = frozenset(meta["writable"])  # type: ignore[arg-type]
+    else:
+        optimize(module)
+        writable = writable_parameters(module, entry)
+        program = emit_llvm(module, entry, options, prefix, writable)
+        obj = llvm_jit.compile_to_object(program.ir_text)
+        sites = program.sites
+        if use_disk_cache:
+            disk_cache.store(key, {"sites": [s.to_json() for s in sites], "writable": sorted(writable)}, obj, name)
+    addresses = llvm_jit.load_object(obj, list(symbols(prefix, entry)))
+    signature = NativeSignature(name, params, entry.return_type, writable, sites)
+    fast, raw = symbols(prefix, entry)
+    _loaded[key] = make_entry(signature, addresses[fast], addresses[raw])
+    return _loaded[key]
+
+
+def llvm_ir(module: Module, entry: Function, options: CodegenOptions, optimized: bool) -> str:
+    """LLVM IR of an (SSA-optimized) module as emitted, or after LLVM's O3."""
+    program = emit_llvm(module, entry, options, "iz_", writable_parameters(module, entry))
+    return llvm_jit.optimized_ir(program.ir_text) if optimized else program.ir_text
