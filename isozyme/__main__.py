@@ -6,6 +6,8 @@
         the timing table go to stderr
     isozyme run FILE.ir @f ARG... [--step-limit N]
         interpret @f on the arguments and print its return value, then every array argument it changed
+    isozyme ir FILE.py[:kernel] [--stage ssa|opt|llvm|llvm-opt] [-O PIPELINE]
+        print the IR of the kernels of a Python file at a stage of the compiler
 
 Arguments of `run` are Python literals read by the parameter's type: `3`, `2.5`, `true`, and nested
 lists for arrays (`"[[1, 2], [3, 4]]"` for an `f64[?,?]`).
@@ -28,6 +30,7 @@ from isozyme.optimize.pass_manager import (
     format_timing_report,
     run_passes,
 )
+from isozyme.runtime.kernel import STAGES
 from isozyme.ssa.ir import Function, Module
 from isozyme.ssa.parser import ParseError, parse_module
 from isozyme.ssa.types import ArrayType, ScalarType, Type
@@ -140,7 +143,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(handler=command_run)
     ir = commands.add_parser("ir", help="print a Python kernel's IR")
     ir.add_argument("kernel", help="FILE.py:kernel, or FILE.py for all its kernels")
-    ir.add_argument("--stage", default="ssa", choices=("ssa", "opt"), help="ssa: as lowered; opt: optimized")
+    ir.add_argument("--stage", default="ssa", choices=STAGES,
+                    help="ssa: as lowered; opt: optimized; llvm: LLVM IR as emitted; llvm-opt: after LLVM's O3")
     ir.add_argument("-O", "--opt", default="O2", help="the pipeline of --stage opt (default O2)")
     ir.set_defaults(handler=command_ir)
     return parser

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 from llvmlite import ir
 
-from isozyme.codegen.error_sites import PAYLOAD_WORDS, ErrorSite, register_site
+from isozyme.codegen.error_sites import ErrorSite, register_site
 from isozyme.ssa.cfg import reverse_post_order
 from isozyme.ssa.ir import Block, Constant, Function, Instruction, Module, Value
 from isozyme.ssa.ops import Op

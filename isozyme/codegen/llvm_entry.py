@@ -25,12 +25,12 @@ from __future__ import annotations
 from llvmlite import ir
 
 from isozyme.codegen.llvm import (
-    RECORD_POINTER,
     I1,
     I8,
     I32,
     I64,
     POINTER,
+    RECORD_POINTER,
     ModuleEmitter,
     element_size,
     register_type,
@@ -63,13 +63,25 @@ def emit_entry_points(emitter: ModuleEmitter, entry: Function, writable: frozens
         raw_params += [POINTER, *([I64] * arg.type.rank)] if isinstance(arg.type, ArrayType) else [c_type(arg.type)]
     raw = ir.Function(emitter.llvm, ir.FunctionType(return_type, [record_type, *raw_params]),
                       f"{emitter.symbol(entry)}__raw")
+    _name_arguments(raw, entry, ["record"], lambda arg: [arg.name, *(f"{arg.name}.extent{k}" for k in
+                                                                   range(arg.type.rank))])
     builder = ir.IRBuilder(raw.append_basic_block("entry"))
     _call_kernel(builder, kernel, entry, raw.args[0], list(raw.args[1:]), return_type)
 
     fast_params = [POINTER if isinstance(arg.type, ArrayType) else c_type(arg.type) for arg in entry.args]
     fast = ir.Function(emitter.llvm, ir.FunctionType(return_type, [record_type, POINTER, *fast_params]),
                        f"{emitter.symbol(entry)}__fast")
+    _name_arguments(fast, entry, ["record", "constants"], lambda arg: [f"{arg.name}.object"])
     _FastEntry(fast, entry, writable, return_type).emit(kernel)
+
+
+def _name_arguments(fn: ir.Function, entry: Function, leading: list[str], array_names) -> None:  # noqa: ANN001
+    """Readable LLVM argument names: the record (and table), then the kernel's parameter names."""
+    names = list(leading)
+    for arg in entry.args:
+        names += array_names(arg) if isinstance(arg.type, ArrayType) else [arg.name]
+    for llvm_arg, name in zip(fn.args, names):
+        llvm_arg.name = name or "arg"
 
 
 def _call_kernel(b: ir.IRBuilder, kernel: ir.Function, entry: Function, record: ir.Value,

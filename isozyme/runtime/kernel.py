@@ -12,7 +12,8 @@ the kernel to its compiled entry so that later calls cost one Python call more t
 Checked mode (`@iz.kernel(boundscheck=True)`, or `ISOZYME_BOUNDSCHECK=1` for kernels that do not say)
 makes compiled code check every array index and raise IndexError with the source location, the index and
 the shape. `ISOZYME_PRINT_IR` prints IR at compile time to stderr: `ssa` (as lowered), `opt` (after the
-pipeline), `after-all` (after every pass) or a pass name; several separated by commas. While it is set,
+pipeline), `after-all` (after every pass), a pass name, `llvm` or `llvm-opt` (the LLVM IR before and
+after LLVM's O3); several separated by commas. While it is set,
 the disk cache is not read (a cache hit would skip the stages to print).
 """
 
@@ -150,7 +151,8 @@ def _compile_llvm(kernel: Kernel, pipeline: str) -> CompiledKernel:
     name = kernel.definition.name
     params = [Parameter(arg.name, arg.type) for arg in function.args]  # type: ignore[arg-type]
     entry = compile_native(name, module, function, pipeline, lambda m: kernel.run_pipeline(m, pipeline),
-                           kernel.codegen_options(), use_disk_cache=not _print_ir_request())
+                           kernel.codegen_options(), use_disk_cache=not _print_ir_request(),
+                           print_stages=frozenset(_print_ir_request()))
     return CompiledKernel(name, "llvm", params, entry)
 
 

@@ -14,6 +14,7 @@ path needs (error sites, writable parameters), so a fresh process loads it witho
 from __future__ import annotations
 
 import hashlib
+import sys
 from collections.abc import Callable
 from importlib import metadata
 
@@ -51,9 +52,11 @@ def symbols(prefix: str, entry: Function) -> tuple[str, str]:
 
 
 def compile_native(name: str, module: Module, entry: Function, pipeline: str, optimize: Callable[[Module], None],
-                   options: CodegenOptions, use_disk_cache: bool = True) -> Callable[..., object]:
+                   options: CodegenOptions, use_disk_cache: bool = True,
+                   print_stages: frozenset[str] = frozenset()) -> Callable[..., object]:
     """The call entry of `entry` compiled by LLVM (module docstring). `optimize` runs the SSA pipeline
-    named `pipeline` on `module` in place (only on a cache miss)."""
+    named `pipeline` on `module` in place (only on a cache miss). `print_stages` ("llvm", "llvm-opt")
+    are printed to stderr when they are made."""
     key = cache_key(module, entry, pipeline, options)
     if key in _loaded:
         return _loaded[key]
@@ -68,7 +71,12 @@ def compile_native(name: str, module: Module, entry: Function, pipeline: str, op
         optimize(module)
         writable = writable_parameters(module, entry)
         program = emit_llvm(module, entry, options, prefix, writable)
-        obj = llvm_jit.compile_to_object(program.ir_text)
+        if "llvm" in print_stages:
+            print(f"; *** LLVM IR of kernel {name} ***\n{program.ir_text}", file=sys.stderr)
+        optimized = llvm_jit.optimize(llvm_jit.prepare(program.ir_text))
+        if "llvm-opt" in print_stages:
+            print(f"; *** LLVM IR of kernel {name} after O3 ***\n{optimized}", file=sys.stderr)
+        obj = llvm_jit.emit_object(optimized)
         sites = program.sites
         if use_disk_cache:
             disk_cache.store(key, {"sites": [s.to_json() for s in sites], "writable": sorted(writable)}, obj, name)

@@ -4,7 +4,7 @@ Imported only when the `llvm` backend is used (the OpenCL path never loads llvml
 is the host CPU with all its features (`get_host_cpu_name`, `get_host_cpu_features`), so object code is
 only valid on this kind of machine: `host_description()` goes into every cache key.
 
-Compiled modules are emitted as object code (`compile_to_object`), which is what the disk cache stores, and
+Compiled modules are emitted as object code (`emit_object`), which is what the disk cache stores, and
 loaded into the process-wide MCJIT engine (`load_object`); a warm start loads the object without parsing
 or optimizing any IR. Symbols are unique per cache key (the codegen prefixes them), so any number of
 modules share the engine. The C library's math functions and `malloc`/`free` are resolved in the process.
@@ -76,9 +76,9 @@ def optimized_ir(ir_text: str) -> str:
     return str(optimize(prepare(ir_text)))
 
 
-def compile_to_object(ir_text: str) -> bytes:
-    """Verified, O3-optimized object code for the host."""
-    return host().target_machine.emit_object(optimize(prepare(ir_text)))
+def emit_object(module: llvm.ModuleRef) -> bytes:
+    """Object code for the host."""
+    return host().target_machine.emit_object(module)
 
 
 def load_object(data: bytes, symbols: list[str]) -> dict[str, int]:

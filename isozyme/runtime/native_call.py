@@ -157,6 +157,7 @@ def _generate(signature: NativeSignature, fast: Callable[..., object], finish: C
                                     f"{prefix}checked": checked, f"{prefix}Record": Record,
                                     f"{prefix}constants": constants_table()}
     arguments = ", ".join(names)
+    packed = f"({arguments},)" if names else "()"
     lines = [f"def {signature.name}({arguments}):"]
     if not array_layout_matches():
         lines.append(f"    return {prefix}checked({arguments})")
@@ -165,11 +166,13 @@ def _generate(signature: NativeSignature, fast: Callable[..., object], finish: C
             if isinstance(param.type, ScalarType):
                 check = f"{prefix}scalar_{index}"
                 namespace[check] = functools.partial(check_scalar, signature.name, param)
-                lines += [f"    if {_scalar_test(param.name, param.type)}:", f"        {param.name} = {check}({param.name})"]
-        lines += [f"    {prefix}record = {prefix}Record()",
-                  f"    {prefix}result = {prefix}fast({prefix}record, {prefix}constants{', ' if names else ''}{arguments})",
-                  f"    if {prefix}record.status:",
-                  f"        return {prefix}finish({prefix}record, ({arguments}{',' if len(names) == 1 else ''}))",
+                lines += [f"    if {_scalar_test(param.name, param.type)}:",
+                          f"        {param.name} = {check}({param.name})"]
+        record = f"{prefix}record"
+        lines += [f"    {record} = {prefix}Record()",
+                  f"    {prefix}result = {prefix}fast({', '.join([record, f'{prefix}constants', *names])})",
+                  f"    if {record}.status:",
+                  f"        return {prefix}finish({record}, {packed})",
                   f"    return {prefix}result"]
     exec(compile("\n".join(lines), f"<isozyme entry of kernel {signature.name}>", "exec"), namespace)
     return namespace[signature.name]  # type: ignore[return-value]
