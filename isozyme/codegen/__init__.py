@@ -1,2 +1,3 @@
-"""Code generation (not built yet): out-of-SSA, SSA to LLVM IR through llvmlite, SSA to OpenCL C.
+"""Code generation: SSA to LLVM IR through `llvmlite.ir` (`llvm.py`, entry points in `llvm_entry.py`) and the
+run-time error sites both backends share (`error_sites.py`); out-of-SSA and OpenCL C arrive with their issue.
 May import: `isozyme.ssa`. Backends are imported lazily so the OpenCL path never needs llvmlite."""
