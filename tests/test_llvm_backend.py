@@ -379,3 +379,10 @@ def test_an_unwritable_cache_directory_is_not_fatal(tmp_path: Path, monkeypatch:
     disk_cache.store("0" * 64, {}, b"payload")
     assert disk_cache.stats["write_errors"] == before + 1
     assert disk_cache.load("0" * 64) is None
+
+
+def test_importing_isozyme_does_not_load_llvmlite() -> None:
+    """The OpenCL path must work without llvmlite: the LLVM backend is imported at its first use."""
+    code = "import sys, isozyme; print('llvmlite' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.stdout.strip() == "False", result.stderr
