@@ -1,0 +1,545 @@
+"""The `llvm` backend against its targets and against numba and numpy, side by side in one run.
+
+    python benchmarks/llvm_backend.py [--runs 5] [--sizes 10x25x1000,64x50x1000] [--json FILE]
+
+1. Cold compile: `examples/norm.py:norm` and `examples/gmm.py:gmm_objective`, each in a fresh process whose
+   `ISOZYME_CACHE_DIR` is a new empty directory. The child times (`time.perf_counter`) `import isozyme`, and
+   separately the kernel's first call, which lowers, optimizes, runs LLVM, stores the object code and loads
+   it; the example module's import and the inputs are not timed. numba: the same in a fresh process, with
+   `numba_peers.py` (`cache=True`, `NUMBA_CACHE_DIR` a new empty directory).
+2. Warm load: a second fresh process on the same cache directory; the first call again (target: at most
+   20 ms). The children report `isozyme.runtime.disk_cache.stats`: the cold one must show a miss and a
+   store, the warm one a hit and no miss, else the script stops. An instrumented child per kernel and mode
+   then shows where the first call's time goes (the wrapped internals are named in `PHASES`).
+3. Per-call overhead of trivial kernels (`ident(a: f64) -> f64`, `first(x: Array[f64]) -> f64`) against
+   numba's `@njit` and a plain Python function: timeit, `--number` calls per sample, `--repeat` samples,
+   variants interleaved; microseconds per call (target: at most 5 us).
+4. GMM objective (examples/gmm.py, `gmm_data` inputs) against `numba_peers.gmm_objective` (the same loops)
+   and the example's `gmm_objective_numpy`, after checking that the three agree to 1e-10 relative: warm-up,
+   then rounds of one call of each variant in turn until every variant has run for `--min-time` seconds
+   (and at least 5 rounds); median and min (target: isozyme within 1.5x of numba).
+
+The children run with bytecode cached in a temporary `PYTHONPYCACHEPREFIX`, filled by one untimed child per
+tool and kernel, so imports cost what they cost in an ordinary install, even where the environment sets
+`PYTHONDONTWRITEBYTECODE` (which would otherwise compile isozyme from source in every child).
+
+numba is optional: without it the numba columns say "skipped". Ratios are isozyme / peer, so below 1
+means isozyme is faster. Timings are of this machine only; the host is printed first.
+"""
+
+import json
+import os
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.join(ROOT, "benchmarks")
+CHILD_GMM_SIZE = (3, 5, 20)
+"""d, K, n of the inputs of the compile-time children: the first call's run time is negligible."""
+PHASES = [
+    # (object path, attribute, label): wrapped with a timer in the instrumented child, in call order. Only
+    # the outermost wrapped call is timed (compile_to_object, where it exists, calls prepare, optimize and
+    # emit_object); an attribute that does not exist is skipped, and its time shows in "rest".
+    ("isozyme.runtime.kernel:Kernel", "lower", "lower to SSA"),
+    ("isozyme.runtime.llvm_backend", "cache_key", "cache key (print SSA, hash)"),
+    ("isozyme.runtime.disk_cache", "load", "disk cache read"),
+    ("isozyme.runtime.kernel:Kernel", "run_pipeline", "O2 pipeline"),
+    ("isozyme.runtime.llvm_backend", "emit_llvm", "emit LLVM IR"),
+    ("isozyme.runtime.llvm_jit", "compile_to_object", "LLVM: parse, O3, machine code"),
+    ("isozyme.runtime.llvm_jit", "prepare", "LLVM: parse and verify IR"),
+    ("isozyme.runtime.llvm_jit", "optimize", "LLVM: O3"),
+    ("isozyme.runtime.llvm_jit", "emit_object", "LLVM: machine code"),
+    ("isozyme.runtime.disk_cache", "store", "disk cache write"),
+    ("isozyme.runtime.llvm_jit", "load_object", "load object (MCJIT)"),
+    ("isozyme.runtime.llvm_backend", "make_entry", "build the call entry"),
+]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The child: run as `llvm_backend.py --child TOOL KERNEL [--phases]` in a fresh interpreter. Only the
+# standard library is imported above this point, so `import isozyme` / `import numba` is timed in full.
+# ---------------------------------------------------------------------------------------------------------
+
+def _load_example(name: str):
+    import importlib.util
+    path = os.path.join(ROOT, "examples", f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"isozyme_example_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _child_inputs(kernel: str, gmm_module=None) -> tuple:
+    import numpy as np
+    if kernel == "norm":
+        x = np.random.default_rng(0).random(1000)
+        return (np.empty_like(x), x, 1000)
+    d, K, n = CHILD_GMM_SIZE
+    if gmm_module is not None:
+        data = gmm_module.gmm_data(d, K, n)
+        return (data.alphas, data.means, data.icf, data.x, data.gamma, data.m,
+                gmm_module.log_gamma_distrib(0.5 * (d + data.m + 1), d))
+    rng = np.random.default_rng(0)  # numba's child: the same types and shapes, without importing isozyme
+    return (rng.standard_normal(K), rng.uniform(0.0, 1.0, (K, d)), rng.standard_normal((K, d + d * (d - 1) // 2)),
+            rng.standard_normal((n, d)), 1.0, 0, 1.0)
+
+
+def _instrument(totals: dict[str, float]) -> None:
+    import importlib
+    import time as clock
+
+    depth = [0]
+    for path, attribute, label in PHASES:
+        module_name, _, class_name = path.partition(":")
+        owner = importlib.import_module(module_name)
+        owner = getattr(owner, class_name) if class_name else owner
+        original = getattr(owner, attribute, None)
+        if original is None:
+            continue
+
+        def timed(*args, __original=original, __label=label, **kwargs):
+            if depth[0]:
+                return __original(*args, **kwargs)
+            depth[0] += 1
+            start = clock.perf_counter()
+            try:
+                return __original(*args, **kwargs)
+            finally:
+                totals[__label] = totals.get(__label, 0.0) + clock.perf_counter() - start
+                depth[0] -= 1
+        setattr(owner, attribute, timed)
+
+
+def child(tool: str, kernel: str, phases: bool) -> dict:
+    sys.path.insert(0, ROOT)
+    result: dict = {}
+    start = time.perf_counter()
+    if tool == "isozyme":
+        import isozyme  # noqa: F401
+    else:
+        import numba  # noqa: F401
+    result["import_s"] = time.perf_counter() - start
+    if tool == "isozyme":
+        module = _load_example(kernel)
+        function = module.norm if kernel == "norm" else module.gmm_objective
+        args = _child_inputs(kernel, module)
+    else:
+        sys.path.insert(0, HERE)
+        import numba_peers
+        function = getattr(numba_peers, "norm" if kernel == "norm" else "gmm_objective")
+        args = _child_inputs(kernel)
+    if phases:
+        totals: dict[str, float] = {}
+        start = time.perf_counter()
+        import isozyme.runtime.llvm_backend  # noqa: F401  (llvmlite, the code generator)
+        totals["import llvm backend (llvmlite, codegen)"] = time.perf_counter() - start
+        from isozyme.runtime import llvm_jit
+        start = time.perf_counter()
+        llvm_jit.host()
+        totals["LLVM init (target machine, MCJIT)"] = time.perf_counter() - start
+        _instrument(totals)
+    start = time.perf_counter()
+    function(*args)
+    result["first_call_s"] = time.perf_counter() - start
+    start = time.perf_counter()
+    function(*args)
+    result["second_call_s"] = time.perf_counter() - start
+    if phases:
+        result["phases_s"] = totals
+    if tool == "isozyme":
+        from isozyme.runtime import disk_cache
+        result["cache_stats"] = dict(disk_cache.stats)
+    return result
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["--child"]:
+    _, _, _tool, _kernel, *_flags = sys.argv
+    print(json.dumps(child(_tool, _kernel, "--phases" in _flags)))
+    sys.exit(0)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The driver.
+# ---------------------------------------------------------------------------------------------------------
+
+import argparse  # noqa: E402
+import gc  # noqa: E402
+import platform  # noqa: E402
+import shutil  # noqa: E402
+import statistics  # noqa: E402
+import subprocess  # noqa: E402
+import tempfile  # noqa: E402
+import timeit  # noqa: E402
+
+import llvmlite  # noqa: E402
+import llvmlite.binding as llvm  # noqa: E402
+import numpy as np  # noqa: E402
+
+import isozyme as iz  # noqa: E402
+from isozyme import Array, f64  # noqa: E402
+
+try:
+    import numba
+
+    sys.path.insert(0, HERE)
+    import numba_peers
+except ImportError as _error:
+    numba = numba_peers = None
+    NUMBA_MISSING = str(_error)
+else:
+    NUMBA_MISSING = ""
+
+WARM_TARGET_S = 20e-3
+CALL_TARGET_S = 5e-6
+GMM_TARGET_RATIO = 1.5
+RTOL = 1e-10
+
+
+@iz.kernel
+def ident(a: f64) -> f64:
+    return a
+
+
+@iz.kernel
+def first(x: Array[f64]) -> f64:
+    return x[0]
+
+
+def python_ident(a):
+    return a
+
+
+# --- formatting ------------------------------------------------------------------------------------------
+
+def ms(seconds: float | None) -> str:
+    return "skipped" if seconds is None else f"{1e3 * seconds:.1f} ms"
+
+
+def us(seconds: float | None) -> str:
+    return "skipped" if seconds is None else f"{1e6 * seconds:.3f} us"
+
+
+def ratio(a: float | None, b: float | None) -> str:
+    return "-" if a is None or b is None else f"{a / b:.2f}x"
+
+
+def table(header: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
+    line = "  ".join("-" * w for w in widths)
+    fmt = [f"{cell:<{w}}" if i == 0 else f"{cell:>{w}}" for i, (cell, w) in enumerate(zip(header, widths))]
+    out = ["  ".join(fmt), line]
+    for row in rows:
+        out.append("  ".join(f"{c:<{w}}" if i == 0 else f"{c:>{w}}" for i, (c, w) in enumerate(zip(row, widths))))
+    return "\n".join(out)
+
+
+def section(title: str) -> None:
+    print(f"\n== {title} ==")
+
+
+# --- host --------------------------------------------------------------------------------------------------
+
+def host_info() -> dict:
+    affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+    info = {
+        "platform": platform.platform(), "machine": platform.machine(), "processor": platform.processor(),
+        "python": platform.python_version(), "cpu_count": os.cpu_count(), "cpus_usable": affinity,
+        "llvm_host_cpu": llvm.get_host_cpu_name(), "llvmlite": llvmlite.__version__,
+        "llvm": ".".join(map(str, llvm.llvm_version_info)), "numpy": np.__version__,
+        "numba": numba.__version__ if numba else None, "isozyme": iz.__version__,
+    }
+    section("host")
+    print(f"platform {info['platform']} ({info['machine']}), python {info['python']}")
+    print(f"cpus {info['cpu_count']} (usable {info['cpus_usable']}), LLVM host cpu {info['llvm_host_cpu']}")
+    print(f"isozyme {info['isozyme']}, llvmlite {info['llvmlite']} (LLVM {info['llvm']}), numpy {info['numpy']}, "
+          f"numba {info['numba'] or 'not importable: numba columns skipped (' + NUMBA_MISSING + ')'}")
+    return info
+
+
+# --- 1 and 2: cold compile and warm load in fresh processes ----------------------------------------------
+
+PYCACHE_PREFIX = ""
+"""The children's bytecode cache (`PYTHONPYCACHEPREFIX`, a temporary directory made by `main`), filled by
+`prime_children` before any timing."""
+
+
+def run_child(tool: str, kernel: str, cache_dir: str, phases: bool = False) -> dict:
+    # No inherited backend, IR printing or cache setting; bytecode cached (as in an ordinary install) but
+    # outside the source tree, even where PYTHONDONTWRITEBYTECODE is set.
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith(("ISOZYME_", "NUMBA_")) and key != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = PYCACHE_PREFIX
+    if tool == "isozyme":
+        env["ISOZYME_CACHE_DIR"] = cache_dir
+    else:
+        env["NUMBA_CACHE_DIR"] = cache_dir
+        env["ISOZYME_BENCH_NUMBA_CACHE"] = "1"
+    command = [sys.executable, os.path.abspath(__file__), "--child", tool, kernel] + (["--phases"] if phases else [])
+    done = subprocess.run(command, env=env, capture_output=True, text=True, cwd=ROOT)
+    if done.returncode != 0:
+        raise SystemExit(f"child {' '.join(command[2:])} failed ({done.returncode}):\n{done.stderr}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def check_cache_stats(kernel: str, mode: str, stats: dict) -> None:
+    if mode == "cold":
+        ok = stats.get("misses", 0) >= 1 and stats.get("stores", 0) >= 1 and not stats.get("hits")
+    else:
+        ok = stats.get("hits", 0) >= 1 and not stats.get("misses") and not stats.get("corrupt")
+    if not ok:
+        raise SystemExit(f"{kernel} {mode}: unexpected isozyme disk cache events {stats}")
+
+
+def prime_children(tools: list[str]) -> None:
+    """One untimed child per tool and kernel: fills the bytecode cache and the OS file cache."""
+    for tool in tools:
+        for kernel in ("norm", "gmm"):
+            directory = tempfile.mkdtemp(prefix=f"llvm_backend_{tool}_")
+            try:
+                run_child(tool, kernel, directory)
+            finally:
+                shutil.rmtree(directory, ignore_errors=True)
+
+
+def measure_compile(runs: int) -> dict:
+    section(f"1-2. first call in a fresh process: cold (empty cache) and warm (same cache dir); median (min) of "
+            f"{runs} run{'s' if runs != 1 else ''}")
+    results: dict = {}
+    tools = ["isozyme"] + (["numba"] if numba else [])
+    prime_children(tools)
+    print(f"children: {sys.executable}, bytecode cached in {PYCACHE_PREFIX} (primed by one untimed child per "
+          "tool and kernel), each first call on a new empty cache dir (cold) and then the same dir (warm)")
+    for kernel in ("norm", "gmm"):
+        per: dict = {tool: {"cold": [], "warm": []} for tool in tools}
+        for _ in range(runs):
+            for tool in tools:
+                directory = tempfile.mkdtemp(prefix=f"llvm_backend_{tool}_")
+                try:
+                    for mode in ("cold", "warm"):
+                        result = run_child(tool, kernel, directory)
+                        if tool == "isozyme":
+                            check_cache_stats(kernel, mode, result["cache_stats"])
+                        per[tool][mode].append(result)
+                finally:
+                    shutil.rmtree(directory, ignore_errors=True)
+        results[kernel] = per
+    rows = []
+    for kernel, per in results.items():
+        for mode in ("cold", "warm"):
+            def stat(tool: str, key: str, fn=statistics.median, mode=mode, per=per) -> float | None:
+                return fn(r[key] for r in per[tool][mode]) if tool in per else None
+            iz_first, nb_first = stat("isozyme", "first_call_s"), stat("numba", "first_call_s")
+            stats = per["isozyme"][mode][-1]["cache_stats"]
+            rows.append([f"{kernel} {mode}", f"{ms(iz_first)} ({ms(stat('isozyme', 'first_call_s', min))})",
+                         us(stat("isozyme", "second_call_s")),
+                         ms(nb_first) + (f" ({ms(stat('numba', 'first_call_s', min))})" if nb_first else ""),
+                         ratio(iz_first, nb_first),
+                         " ".join(f"{k}={v}" for k, v in sorted(stats.items()))])
+    print(table(["kernel", "isozyme 1st call", "2nd call", "numba 1st call", "iz/numba", "isozyme cache stats"],
+                rows))
+    iz_import = statistics.median(r["import_s"] for p in results.values() for m in ("cold", "warm")
+                                  for r in p["isozyme"][m])
+    nb_import = statistics.median(r["import_s"] for p in results.values() for m in ("cold", "warm")
+                                  for r in p["numba"][m]) if numba else None
+    print(f"imports in the children (median, not in the times above): import isozyme {ms(iz_import)}, "
+          f"import numba {ms(nb_import)}")
+    if numba:
+        print("numba's cold run compiles and writes its cache (cache=True); its warm run loads from that cache.")
+    summary = {
+        kernel: {tool: {mode: {"first_call_median_s": statistics.median(r["first_call_s"] for r in per[tool][mode]),
+                               "first_call_min_s": min(r["first_call_s"] for r in per[tool][mode]),
+                               "second_call_median_s": statistics.median(r["second_call_s"] for r in per[tool][mode]),
+                               "runs": per[tool][mode]}
+                        for mode in ("cold", "warm")} for tool in per}
+        for kernel, per in results.items()}
+    return {"import_isozyme_median_s": iz_import, "import_numba_median_s": nb_import, "kernels": summary}
+
+
+def measure_phases() -> dict:
+    section("where the isozyme first call goes (one instrumented fresh process per row; timers add a little)")
+    labels = ["import llvm backend (llvmlite, codegen)", "LLVM init (target machine, MCJIT)",
+              *[label for _, _, label in PHASES]]
+    columns, results = [], {}
+    for kernel in ("norm", "gmm"):
+        directory = tempfile.mkdtemp(prefix="llvm_backend_phases_")
+        try:
+            for mode in ("cold", "warm"):
+                result = run_child("isozyme", kernel, directory, phases=True)
+                check_cache_stats(kernel, mode, result["cache_stats"])
+                phases = result["phases_s"]
+                total = result["first_call_s"] + phases[labels[0]] + phases[labels[1]]
+                phases["rest of the first call"] = total - sum(phases.values())
+                results[f"{kernel} {mode}"] = {"total_s": total, "phases_s": phases}
+                columns.append(f"{kernel} {mode}")
+        finally:
+            shutil.rmtree(directory, ignore_errors=True)
+    rows = []
+    for label in [*labels, "rest of the first call"]:
+        cells = [results[c]["phases_s"].get(label) for c in columns]
+        if any(cell is not None for cell in cells):
+            rows.append([label, *("-" if cell is None else ms(cell) for cell in cells)])
+    rows.append(["total (what the first call costs)", *(ms(results[c]["total_s"]) for c in columns)])
+    print(table(["phase", *columns], rows))
+    return results
+
+
+# --- 3: per-call overhead ---------------------------------------------------------------------------------
+
+def measure_overhead(number: int, repeat: int) -> dict:
+    section(f"3. per-call overhead: timeit, {number} calls x {repeat} samples (interleaved), per call")
+    x = np.arange(8, dtype=np.float64)
+    variants = {"ident(1.0)": [("isozyme", ident, 1.0), ("numba", numba_peers and numba_peers.ident, 1.0),
+                               ("python", python_ident, 1.0)],
+                "first(x)": [("isozyme", first, x), ("numba", numba_peers and numba_peers.first, x)]}
+    results: dict = {}
+    rows = []
+    for label, entries in variants.items():
+        timers = {}
+        for tool, function, argument in entries:
+            if function is None:
+                continue
+            assert function(argument) == argument if label.startswith("ident") else function(argument) == x[0]
+            timers[tool] = timeit.Timer("f(a)", globals={"f": function, "a": argument})
+        samples: dict[str, list[float]] = {tool: [] for tool in timers}
+        for timer in timers.values():
+            timer.timeit(number // 10)  # warm-up
+        for _ in range(repeat):
+            for tool, timer in timers.items():
+                samples[tool].append(timer.timeit(number) / number)
+        stats = {tool: {"min_s": min(s), "median_s": statistics.median(s), "samples_s": s}
+                 for tool, s in samples.items()}
+        results[label] = stats
+
+        def get(tool: str, key: str, stats=stats) -> float | None:
+            return stats[tool][key] if tool in stats else None
+        rows.append([label, us(get("isozyme", "median_s")), us(get("isozyme", "min_s")),
+                     us(get("numba", "median_s")), us(get("numba", "min_s")),
+                     ratio(get("isozyme", "median_s"), get("numba", "median_s")),
+                     us(get("python", "median_s")) if "python" in stats else "-"])
+    print(table(["call", "isozyme median", "isozyme min", "numba median", "numba min", "iz/numba (median)",
+                 "plain Python def"], rows))
+    return results
+
+
+# --- 4: GMM objective ---------------------------------------------------------------------------------------
+
+def measure_gmm(sizes: list[tuple[int, int, int]], min_time: float, min_rounds: int) -> dict:
+    section(f"4. GMM objective: rounds of one call per variant until each has run {min_time} s "
+            f"(at least {min_rounds} rounds); median (min)")
+    gmm = sys.modules.get("isozyme_example_gmm") or _load_example("gmm")
+    results: dict = {}
+    rows = []
+    for d, K, n in sizes:
+        data = gmm.gmm_data(d, K, n)
+        args = (data.alphas, data.means, data.icf, data.x, data.gamma, data.m,
+                gmm.log_gamma_distrib(0.5 * (d + data.m + 1), d))
+        variants = {"isozyme": lambda args=args: gmm.gmm_objective(*args),
+                    "numpy": lambda data=data: gmm.gmm_objective_numpy(data)}
+        if numba_peers:
+            variants["numba"] = lambda args=args: numba_peers.gmm_objective(*args)
+        values = {tool: fn() for tool, fn in variants.items()}  # also the warm-up (numba compiles here)
+        for tool, value in values.items():
+            if abs(value - values["isozyme"]) > RTOL * abs(values["isozyme"]):
+                raise SystemExit(f"GMM d={d} K={K} n={n}: {tool} gives {value!r}, isozyme {values['isozyme']!r}")
+        for fn in variants.values():
+            fn()
+        samples: dict[str, list[float]] = {tool: [] for tool in variants}
+        gc.disable()
+        try:
+            while len(samples["isozyme"]) < min_rounds or min(sum(s) for s in samples.values()) < min_time:
+                for tool, fn in variants.items():
+                    start = time.perf_counter()
+                    fn()
+                    samples[tool].append(time.perf_counter() - start)
+        finally:
+            gc.enable()
+        stats = {tool: {"median_s": statistics.median(s), "min_s": min(s), "rounds": len(s), "value": values[tool]}
+                 for tool, s in samples.items()}
+        results[f"d={d} K={K} n={n}"] = stats
+
+        def cell(tool: str, stats=stats) -> str:
+            return f"{ms(stats[tool]['median_s'])} ({ms(stats[tool]['min_s'])})" if tool in stats else "skipped"
+
+        def rat(tool: str, key: str, stats=stats) -> str:
+            return ratio(stats["isozyme"][key], stats[tool][key]) if tool in stats else "-"
+        rows.append([f"d={d} K={K} n={n}", cell("isozyme"), cell("numba"), cell("numpy"),
+                     f"{rat('numba', 'median_s')} ({rat('numba', 'min_s')})",
+                     f"{rat('numpy', 'median_s')} ({rat('numpy', 'min_s')})", str(len(samples["isozyme"]))])
+        spread = max(values.values()) - min(values.values())
+        print(f"d={d} K={K} n={n}: objective {values['isozyme']:.10g}, the variants agree to "
+              f"{spread / abs(values['isozyme']):.1e} relative")
+    print(table(["size", "isozyme", "numba", "numpy", "iz/numba", "iz/numpy", "rounds"], rows))
+    return results
+
+
+# --- targets and main ---------------------------------------------------------------------------------------
+
+def targets(compile_results: dict, overhead: dict, gmm_results: dict) -> list[dict]:
+    checks = []
+    for kernel, per in compile_results["kernels"].items():
+        value = per["isozyme"]["warm"]["first_call_median_s"]
+        checks.append({"target": f"warm load of {kernel} from the disk cache <= {ms(WARM_TARGET_S)}",
+                       "value": ms(value), "met": value <= WARM_TARGET_S})
+    for label, stats in overhead.items():
+        value = stats["isozyme"]["median_s"]
+        checks.append({"target": f"per-call overhead {label} <= {us(CALL_TARGET_S)}", "value": us(value),
+                       "met": value <= CALL_TARGET_S})
+    for size, stats in gmm_results.items():
+        if "numba" in stats:
+            value = stats["isozyme"]["median_s"] / stats["numba"]["median_s"]
+            checks.append({"target": f"GMM {size} isozyme/numba <= {GMM_TARGET_RATIO}", "value": f"{value:.2f}x",
+                           "met": value <= GMM_TARGET_RATIO})
+        else:
+            checks.append({"target": f"GMM {size} isozyme/numba <= {GMM_TARGET_RATIO}", "value": "skipped",
+                           "met": None})
+    section("targets")
+    print(table(["target", "measured", "met"],
+                [[c["target"], c["value"], {True: "yes", False: "NO", None: "-"}[c["met"]]] for c in checks]))
+    return checks
+
+
+def parse_sizes(text: str) -> list[tuple[int, int, int]]:
+    sizes = []
+    for part in text.split(","):
+        d, K, n = (int(v) for v in part.lower().split("x"))
+        sizes.append((d, K, n))
+    return sizes
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5, help="fresh-process runs per kernel and tool (default 5)")
+    parser.add_argument("--number", type=int, default=100_000, help="calls per overhead sample (default 100000)")
+    parser.add_argument("--repeat", type=int, default=7, help="overhead samples (default 7)")
+    parser.add_argument("--sizes", type=parse_sizes, default=parse_sizes("10x25x1000,64x50x1000"),
+                        help="GMM sizes dxKxn, comma-separated (default 10x25x1000,64x50x1000)")
+    parser.add_argument("--min-time", type=float, default=0.2, help="seconds per GMM variant (default 0.2)")
+    parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    args = parser.parse_args()
+    global PYCACHE_PREFIX
+    PYCACHE_PREFIX = tempfile.mkdtemp(prefix="llvm_backend_pycache_")
+    try:
+        run(args)
+    finally:
+        shutil.rmtree(PYCACHE_PREFIX, ignore_errors=True)
+
+
+def run(args: argparse.Namespace) -> None:
+    started = time.perf_counter()
+    results: dict = {"host": host_info()}
+    results["compile"] = measure_compile(args.runs)
+    results["first_call_phases"] = measure_phases()
+    results["overhead"] = measure_overhead(args.number, args.repeat)
+    results["gmm"] = measure_gmm(args.sizes, args.min_time, min_rounds=5)
+    results["targets"] = targets(results["compile"], results["overhead"], results["gmm"])
+    results["wall_s"] = time.perf_counter() - started
+    print(f"\nwall time {results['wall_s']:.1f} s")
+    if args.json:
+        with open(args.json, "w") as file:
+            json.dump(results, file, indent=1)
+        print(f"results written to {args.json}")
+
+
+if __name__ == "__main__":
+    main()
