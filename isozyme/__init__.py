@@ -12,6 +12,7 @@ from isozyme.frontend.annotations import Array, boolean, f32, f64, i32, i64
 from isozyme.frontend.diagnostics import CompileError
 from isozyme.frontend.intrinsics import MATH_FUNCTIONS, empty, prange, zeros
 from isozyme.runtime.kernel import Kernel, kernel, show_ir
+from isozyme.version import VERSION
 
 sqrt = MATH_FUNCTIONS["sqrt"]
 exp = MATH_FUNCTIONS["exp"]
@@ -34,7 +35,7 @@ floor = MATH_FUNCTIONS["floor"]
 ceil = MATH_FUNCTIONS["ceil"]
 erf = MATH_FUNCTIONS["erf"]
 
-__version__ = "0.1.0"
+__version__ = VERSION
 
 __all__ = [
     "Array", "CompileError", "Kernel", "acos", "asin", "atan", "atan2", "boolean", "ceil", "cos", "cosh",

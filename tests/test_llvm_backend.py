@@ -326,13 +326,14 @@ def mag(x: Array[f64], n: i64) -> f64:
         s += x[i] * x[i]
     return iz.sqrt(s)
 
-print(json.dumps({"value": mag(np.arange(4.0), 4), **disk_cache.stats}))
+value = mag(np.arange(4.0), 4)
+print(json.dumps({"value": value, "codegen_imported": "isozyme.codegen.llvm" in sys.modules, **disk_cache.stats}))
 '''
 
 
 def run_fresh_process(directory: Path, cache: Path) -> dict[str, float]:
     script = directory / "cached_kernel.py"
-    script.write_text("import json\n" + textwrap.dedent(KERNEL_FILE))
+    script.write_text("import json, sys\n" + textwrap.dedent(KERNEL_FILE))
     env = {**os.environ, "ISOZYME_CACHE_DIR": str(cache)}
     env.pop("ISOZYME_CACHE", None)
     result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120)
@@ -348,6 +349,7 @@ def test_a_fresh_process_loads_the_kernel_from_the_disk_cache(tmp_path: Path) ->
     second = run_fresh_process(tmp_path, cache)
     assert second["value"] == math.sqrt(14.0)
     assert second.get("hits") == 1 and "misses" not in second and "stores" not in second
+    assert first["codegen_imported"] and not second["codegen_imported"]  # a hit needs no code generator
 
 
 @pytest.mark.parametrize("damage", ["truncate", "flip", "garbage"])

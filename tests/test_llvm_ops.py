@@ -16,7 +16,7 @@ import struct
 import numpy as np
 import pytest
 
-from isozyme.codegen.llvm import CodegenOptions
+from isozyme.codegen.abi import CodegenOptions
 from isozyme.runtime.llvm_backend import compile_native
 from isozyme.ssa.interpreter import run_function
 from isozyme.ssa.ops import OP_INFO, Op, Syntax, type_in_class

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 
 from llvmlite import ir
 
+from isozyme.codegen.abi import CodegenOptions
 from isozyme.codegen.error_sites import ErrorSite, register_site
 from isozyme.ssa.cfg import reverse_post_order
 from isozyme.ssa.ir import Block, Constant, Function, Instruction, Module, Value
@@ -50,14 +51,6 @@ number), then the payload words."""
 
 class CodegenError(Exception):
     """The IR holds something the backend cannot emit (a function returning an array)."""
-
-
-@dataclass(frozen=True)
-class CodegenOptions:
-    boundscheck: bool = False
-    """Check every array index (IndexError instead of undefined behaviour)."""
-    fastmath: bool = False
-    """Put LLVM's `fast` flags on float arithmetic (reassociation: results change in the last bits)."""
 
 
 @dataclass

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
+from isozyme.codegen.abi import ALIGNED, ARRAY_OBJECT, C_CONTIGUOUS, DTYPE_SLOTS, NEEDS_CHECKED_CALL, WRITEABLE
 from isozyme.codegen.llvm import (
     I1,
     I8,
@@ -37,16 +38,6 @@ from isozyme.codegen.llvm import (
 )
 from isozyme.ssa.ir import Function
 from isozyme.ssa.types import ArrayType, ScalarType, Type
-
-ARRAY_OBJECT = {"type": 8, "data": 16, "ndim": 24, "shape": 32, "descr": 56, "flags": 64}
-"""Byte offsets of the fields of numpy's `PyArrayObject_fields` on a 64-bit CPython (after the 16-byte
-object header: refcount and type)."""
-C_CONTIGUOUS, ALIGNED, WRITEABLE = 0x1, 0x100, 0x400
-"""numpy's array flag bits."""
-DTYPE_SLOTS = ("i1", "i32", "i64", "f32", "f64")
-"""The order of the dtype objects in the constants table, after `ndarray` at slot 0."""
-NEEDS_CHECKED_CALL = -1
-"""Status of a fast call that did not run: check the arguments in Python and call `__raw`."""
 
 
 def c_type(ty: Type) -> ir.Type:

@@ -21,7 +21,6 @@ import logging
 import os
 import struct
 import sys
-import tempfile
 from collections import Counter
 from pathlib import Path
 
@@ -100,6 +99,8 @@ def store(key: str, metadata: dict[str, object], payload: bytes, what: str = "")
     directory = cache_directory()
     if directory is None:
         return
+    import tempfile  # writes are rare: keep the import off the warm path
+
     try:
         directory.mkdir(parents=True, exist_ok=True)
         handle, temporary = tempfile.mkstemp(dir=directory, prefix=f".{key[:16]}.", suffix=".tmp")

@@ -24,8 +24,8 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from isozyme.codegen.abi import CodegenOptions
 from isozyme.frontend.compiler import KernelDefinition, lower_kernel
 from isozyme.frontend.diagnostics import CompileError
 from isozyme.optimize.pass_manager import PassOptions, run_passes
@@ -34,9 +34,6 @@ from isozyme.ssa.interpreter import run_function
 from isozyme.ssa.ir import Function, Module
 from isozyme.ssa.printer import print_module
 from isozyme.ssa.verifier import verify
-
-if TYPE_CHECKING:
-    from isozyme.codegen.llvm import CodegenOptions
 
 BACKENDS = ("llvm", "interp")
 """Backends that can run kernels now; "opencl" arrives with its issue."""
@@ -98,13 +95,15 @@ class Kernel:
             return os.environ.get("ISOZYME_BOUNDSCHECK", "").lower() in ("1", "true", "yes", "on")
         return bool(chosen)
 
-    def lower(self) -> tuple[Module, Function]:
-        """A fresh SSA module of this kernel and its callees, as lowered (unoptimized)."""
+    def lower(self, verify_ir: bool = True) -> tuple[Module, Function]:
+        """A fresh SSA module of this kernel and its callees, as lowered (unoptimized); verified unless
+        the caller verifies it later (the llvm backend does, only when it compiles)."""
         try:
             module, function = lower_kernel(self.definition)
         except CompileError as error:
             raise error.with_traceback(None) from None  # the user's frames only, not the compiler's
-        verify(module)
+        if verify_ir:
+            verify(module)
         if "ssa" in _print_ir_request():
             print(f"; *** SSA of kernel {self.definition.name} ***\n{print_module(module)}", file=sys.stderr)
         return module, function
@@ -123,7 +122,6 @@ class Kernel:
         return module, function
 
     def codegen_options(self) -> CodegenOptions:
-        from isozyme.codegen.llvm import CodegenOptions
         return CodegenOptions(boundscheck=self.boundscheck())
 
     def compile(self, backend: str | None = None, opt: str = DEFAULT_PIPELINE) -> CompiledKernel:
@@ -147,10 +145,14 @@ def _compile_interp(kernel: Kernel, pipeline: str) -> CompiledKernel:
 def _compile_llvm(kernel: Kernel, pipeline: str) -> CompiledKernel:
     from isozyme.runtime.llvm_backend import compile_native
 
-    module, function = kernel.lower()
+    module, function = kernel.lower(verify_ir=False)
     name = kernel.definition.name
     params = [Parameter(arg.name, arg.type) for arg in function.args]  # type: ignore[arg-type]
-    entry = compile_native(name, module, function, pipeline, lambda m: kernel.run_pipeline(m, pipeline),
+
+    def optimize(module: Module) -> None:  # on a cache miss only
+        verify(module)
+        kernel.run_pipeline(module, pipeline)
+    entry = compile_native(name, module, function, pipeline, optimize,
                            kernel.codegen_options(), use_disk_cache=not _print_ir_request(),
                            print_stages=frozenset(_print_ir_request()))
     return CompiledKernel(name, "llvm", params, entry)

@@ -16,29 +16,25 @@ from __future__ import annotations
 import hashlib
 import sys
 from collections.abc import Callable
-from importlib import metadata
 
+from isozyme.codegen.abi import CodegenOptions
 from isozyme.codegen.error_sites import ErrorSite
-from isozyme.codegen.llvm import CodegenOptions, emit_llvm
 from isozyme.optimize.function_attributes import module_memory_effects
 from isozyme.runtime import disk_cache, llvm_jit
 from isozyme.runtime.arguments import Parameter
 from isozyme.runtime.native_call import NativeSignature, make_entry
 from isozyme.ssa.ir import Function, Module
 from isozyme.ssa.printer import print_module
+from isozyme.version import VERSION
 
 _loaded: dict[str, Callable[..., object]] = {}
 """Entries compiled or loaded in this process, by cache key."""
 
-try:
-    ISOZYME_VERSION = metadata.version("isozyme")
-except metadata.PackageNotFoundError:  # running from a source tree
-    ISOZYME_VERSION = "source"
 
 
 def cache_key(module: Module, entry: Function, pipeline: str, options: CodegenOptions) -> str:
     locations = "\n".join(str(inst.loc) for function in module for inst in function.instructions())
-    material = "\n".join(["isozyme llvm backend 1", ISOZYME_VERSION, llvm_jit.host_description(), pipeline,
+    material = "\n".join(["isozyme llvm backend 1", VERSION, llvm_jit.host_description(), pipeline,
                           repr(options), entry.name, print_module(module), locations])
     return hashlib.sha256(material.encode()).hexdigest()
 
@@ -68,6 +64,8 @@ def compile_native(name: str, module: Module, entry: Function, pipeline: str, op
         sites = [ErrorSite.from_json(site) for site in meta["sites"]]  # type: ignore[union-attr]
         writable = frozenset(meta["writable"])  # type: ignore[arg-type]
     else:
+        from isozyme.codegen.llvm import emit_llvm  # only on a miss: a hit needs no code generator
+
         optimize(module)
         writable = writable_parameters(module, entry)
         program = emit_llvm(module, entry, options, prefix, writable)
@@ -89,5 +87,7 @@ def compile_native(name: str, module: Module, entry: Function, pipeline: str, op
 
 def llvm_ir(module: Module, entry: Function, options: CodegenOptions, optimized: bool) -> str:
     """LLVM IR of an (SSA-optimized) module as emitted, or after LLVM's O3."""
+    from isozyme.codegen.llvm import emit_llvm
+
     program = emit_llvm(module, entry, options, "iz_", writable_parameters(module, entry))
     return llvm_jit.optimized_ir(program.ir_text) if optimized else program.ir_text

@@ -33,8 +33,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from isozyme.codegen.abi import ARRAY_OBJECT, DTYPE_SLOTS, NEEDS_CHECKED_CALL
 from isozyme.codegen.error_sites import PAYLOAD_WORDS, ErrorSite
-from isozyme.codegen.llvm_entry import ARRAY_OBJECT, DTYPE_SLOTS, NEEDS_CHECKED_CALL
 from isozyme.runtime.arguments import Parameter, check_arguments, check_scalar
 from isozyme.ssa.types import SCALAR_TYPES, ArrayType, ScalarType, Type
 

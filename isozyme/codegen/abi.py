@@ -1,0 +1,31 @@
+"""The contract between compiled code and the runtime, without llvmlite (a warm start from the disk cache
+loads object code and calls it, so it must not need the code generator).
+
+- `CodegenOptions`: what changes the generated code (part of every cache key).
+- The error record (`PAYLOAD_WORDS` in `error_sites.py`): `i64 status`, then the payload words.
+- The fast entry point's view of numpy arrays (`ARRAY_OBJECT` offsets, flag bits, the constants table
+  order `DTYPE_SLOTS`) and its status `NEEDS_CHECKED_CALL`; `codegen/llvm_entry.py` explains them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class CodegenOptions:
+    boundscheck: bool = False
+    """Check every array index (IndexError instead of undefined behaviour)."""
+    fastmath: bool = False
+    """Put LLVM's `fast` flags on float arithmetic (reassociation: results change in the last bits)."""
+
+
+ARRAY_OBJECT = {"type": 8, "data": 16, "ndim": 24, "shape": 32, "descr": 56, "flags": 64}
+"""Byte offsets of the fields of numpy's `PyArrayObject_fields` on a 64-bit CPython (after the 16-byte
+object header: refcount and type)."""
+C_CONTIGUOUS, ALIGNED, WRITEABLE = 0x1, 0x100, 0x400
+"""numpy's array flag bits."""
+DTYPE_SLOTS = ("i1", "i32", "i64", "f32", "f64")
+"""The order of the dtype objects in the constants table, after `ndarray` at slot 0."""
+NEEDS_CHECKED_CALL = -1
+"""Status of a fast call that did not run: check the arguments in Python and call `__raw`."""
