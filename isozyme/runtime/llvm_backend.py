@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import sys
+import threading
 from collections.abc import Callable
 
 from isozyme.codegen.abi import CodegenOptions
@@ -29,6 +30,8 @@ from isozyme.version import VERSION
 
 _loaded: dict[str, Callable[..., object]] = {}
 """Entries compiled or loaded in this process, by cache key."""
+_compiling = threading.RLock()
+"""One compilation at a time: llvmlite releases the GIL, and a key must be loaded into the engine once."""
 
 
 
@@ -54,8 +57,16 @@ def compile_native(name: str, module: Module, entry: Function, pipeline: str, op
     named `pipeline` on `module` in place (only on a cache miss). `print_stages` ("llvm", "llvm-opt")
     are printed to stderr when they are made."""
     key = cache_key(module, entry, pipeline, options)
-    if key in _loaded:
-        return _loaded[key]
+    with _compiling:
+        if key not in _loaded:
+            _loaded[key] = _compile_or_load(key, name, module, entry, optimize, options, use_disk_cache,
+                                            print_stages)
+    return _loaded[key]
+
+
+def _compile_or_load(key: str, name: str, module: Module, entry: Function, optimize: Callable[[Module], None],
+                     options: CodegenOptions, use_disk_cache: bool,
+                     print_stages: frozenset[str]) -> Callable[..., object]:
     params = [Parameter(arg.name or f"arg{arg.index}", arg.type) for arg in entry.args]
     prefix = f"iz_{key[:20]}_"
     cached = disk_cache.load(key, name) if use_disk_cache else None
@@ -81,8 +92,7 @@ def compile_native(name: str, module: Module, entry: Function, pipeline: str, op
     addresses = llvm_jit.load_object(obj, list(symbols(prefix, entry)))
     signature = NativeSignature(name, params, entry.return_type, writable, sites)
     fast, raw = symbols(prefix, entry)
-    _loaded[key] = make_entry(signature, addresses[fast], addresses[raw])
-    return _loaded[key]
+    return make_entry(signature, addresses[fast], addresses[raw])
 
 
 def llvm_ir(module: Module, entry: Function, options: CodegenOptions, optimized: bool) -> str:
