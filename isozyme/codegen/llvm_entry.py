@@ -22,6 +22,8 @@ object code that the disk cache keeps).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from llvmlite import ir
 
 from isozyme.codegen.abi import ALIGNED, ARRAY_OBJECT, C_CONTIGUOUS, DTYPE_SLOTS, NEEDS_CHECKED_CALL, WRITEABLE
@@ -36,7 +38,7 @@ from isozyme.codegen.llvm import (
     element_size,
     register_type,
 )
-from isozyme.ssa.ir import Function
+from isozyme.ssa.ir import Argument, Function
 from isozyme.ssa.types import ArrayType, ScalarType, Type
 
 
@@ -66,7 +68,8 @@ def emit_entry_points(emitter: ModuleEmitter, entry: Function, writable: frozens
     _FastEntry(fast, entry, writable, return_type).emit(kernel)
 
 
-def _name_arguments(fn: ir.Function, entry: Function, leading: list[str], array_names) -> None:  # noqa: ANN001
+def _name_arguments(fn: ir.Function, entry: Function, leading: list[str],
+                    array_names: Callable[[Argument], list[str]]) -> None:
     """Readable LLVM argument names: the record (and table), then the kernel's parameter names."""
     names = list(leading)
     for arg in entry.args:
