@@ -8,11 +8,14 @@ so the tests do not depend on how the optimizer names values.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 import isozyme as iz
 from isozyme import Array, f64, i64
 from isozyme.enzyme_ad.activity import Activity, ActivityError, ArgActivity, analyze_activity, format_activity
+from isozyme.kernel_files import load_kernels
 from isozyme.ssa.ir import Function, Instruction, Module, Value
 from isozyme.ssa.ops import Op
 from isozyme.ssa.parser import parse_function, parse_module
@@ -55,18 +58,7 @@ def through_local(x: Array[f64], n: i64) -> f64:
     return s
 
 
-@iz.kernel
-def mag(x: Array[f64], n: i64) -> f64:
-    s = 0.0
-    for i in range(n):
-        s += x[i] * x[i]
-    return iz.sqrt(s)
-
-
-@iz.kernel
-def norm(out: Array[f64], x: Array[f64], n: i64):
-    for i in range(n):
-        out[i] = x[i] / mag(x, n)
+norm = load_kernels(str(Path(__file__).parent.parent / "examples" / "norm.py"))["norm"]  # DESIGN 1's norm and mag
 
 
 MAG = """
