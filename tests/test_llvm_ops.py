@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from isozyme.codegen.abi import CodegenOptions
-from isozyme.runtime.llvm_backend import compile_native
+from isozyme.runtime.llvm_backend import EntrySignature, compile_native
 from isozyme.ssa.interpreter import run_function
 from isozyme.ssa.ops import OP_INFO, Op, Syntax, type_in_class
 from isozyme.ssa.parser import parse_module
@@ -85,7 +85,8 @@ def _outcome(function: object, args: tuple) -> object:
 def test_compiled_op_has_the_interpreters_bits(op: Op, ty: ScalarType, target: ScalarType | None) -> None:
     module = parse_module(_function_text(op, ty, target))
     function = module["f"]
-    compiled = compile_native(f"op_{op.name.lower()}", module, function, "none", lambda m: None, CodegenOptions(),
+    compiled = compile_native(f"op_{op.name.lower()}", module, EntrySignature.of(function), "none",
+                              lambda m: function, CodegenOptions(),
                               use_disk_cache=False)
     domains = [VALUES[arg.type] for arg in function.args]  # type: ignore[index]
     mismatches = []

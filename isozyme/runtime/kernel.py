@@ -143,16 +143,17 @@ def _compile_interp(kernel: Kernel, pipeline: str) -> CompiledKernel:
 
 
 def _compile_llvm(kernel: Kernel, pipeline: str) -> CompiledKernel:
-    from isozyme.runtime.llvm_backend import compile_native
+    from isozyme.runtime.llvm_backend import EntrySignature, compile_native
 
     module, function = kernel.lower(verify_ir=False)
     name = kernel.definition.name
     params = [Parameter(arg.name, arg.type) for arg in function.args]  # type: ignore[arg-type]
 
-    def optimize(module: Module) -> None:  # on a cache miss only
+    def optimize(module: Module) -> Function:  # on a cache miss only
         verify(module)
         kernel.run_pipeline(module, pipeline)
-    entry = compile_native(name, module, function, pipeline, optimize,
+        return function
+    entry = compile_native(name, module, EntrySignature.of(function), pipeline, optimize,
                            kernel.codegen_options(), use_disk_cache=not _print_ir_request(),
                            print_stages=frozenset(_print_ir_request()))
     return CompiledKernel(name, "llvm", params, entry)
