@@ -22,7 +22,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from isozyme.codegen.abi import CodegenOptions
@@ -40,7 +40,7 @@ BACKENDS = ("llvm", "interp")
 DEFAULT_BACKEND = "llvm"
 DEFAULT_PIPELINE = "O2"
 """The pipeline primal kernels compile with when none is given."""
-STAGES = ("ssa", "opt", "llvm", "llvm-opt")
+STAGES = ("ssa", "opt", "grad", "grad-opt", "llvm", "llvm-opt")
 
 
 @dataclass
@@ -177,11 +177,20 @@ def kernel(function: Callable | None = None, *, backend: str | None = None,
     return lambda f: Kernel(f, backend, boundscheck)
 
 
-def show_ir(kernel: Kernel, stage: str = "ssa", opt: str = "O2") -> str:
-    """The IR of `kernel` (and its callees) at `stage`: "ssa" as lowered, "opt" after pipeline `opt`,
-    "llvm" the LLVM IR emitted from that, "llvm-opt" the LLVM IR after LLVM's O3."""
+def show_ir(kernel: Kernel, stage: str = "ssa", opt: str | None = None,
+            activity: Sequence[str] | None = None) -> str:
+    """The IR of `kernel` (and its callees) at `stage`: "ssa" as lowered, "opt" after pipeline `opt`
+    (default "O2"), "llvm" the LLVM IR emitted from that, "llvm-opt" the LLVM IR after LLVM's O3; "grad"
+    and "grad-opt": `diffe_<f>` for `activity` (one of "const", "dup", "active" per parameter) right after
+    AD and after the optimization that follows, with `opt` one of "post" (default), "pre", "none"."""
     if not isinstance(kernel, Kernel):
         raise TypeError(f"show_ir needs an @iz.kernel, got {type(kernel).__name__}")
+    if stage in ("grad", "grad-opt"):
+        from isozyme.runtime.autodiff import gradient_ir
+        if activity is None:
+            raise ValueError(f"stage {stage!r} needs activity=(...): 'const', 'dup' or 'active' per parameter")
+        return gradient_ir(kernel, stage, activity, opt or "post")
+    opt = opt or DEFAULT_PIPELINE
     if stage == "ssa":
         return print_module(kernel.lower()[0])
     if stage == "opt":

@@ -1,0 +1,309 @@
+"""The cache planner: how the reverse pass gets the primal values it needs (DESIGN 5).
+
+The reverse blocks run after the whole forward pass, so a primal value `v` that a rule needs is reachable
+from a reverse block in one of four ways, tried in this order by `PrimalValues.lookup`:
+
+1. **Directly**: a constant, an argument, or an instruction outside every loop whose block dominates the
+   return block (the return block dominates every reverse block, so `v` dominates the use).
+2. **A loop counter** (`LoopFrame.counter`): inside the reverse of its loop it is that loop's reverse
+   counter; after the loop (a finished loop) it is the loop's trip count.
+3. **Recomputed** at the use, when it is cheap and all its operands are available without a tape
+   (recursively, a few levels deep): integer and comparison ops, casts, `select`, `fadd fsub fmul fneg fabs
+   fmin fmax floor ceil`, `dim`, and a `load` from an array that the function never writes (no store,
+   no atomic add to its root anywhere), so memory still holds what the forward pass read.
+4. **Taped**: everything else (phis, expensive math, loads of memory that is written, values whose operands
+   are not available). A tape is a local array allocated in the entry block with one element per run of
+   `v`'s block: the product over the loops around `v`, outermost first, of their trip counts (plus one for
+   the innermost loop when `v` is in its header, which runs once more than the body). The forward pass
+   stores `v` right after its definition at the index linearized from the loop counters; the reverse pass
+   loads it at the index of the reverse counters. A value outside every loop that does not dominate the
+   return block (it is inside a branch) gets a tape of one element. `i1` values are taped as `i32`.
+
+The tape extents must be computable in the entry block (from arguments, constants and `dim`s, re-emitting
+the integer ops of the trip count there when it was computed later): a loop whose trip count depends on
+values computed inside the kernel and whose values must be taped is a `DifferentiationError` naming the
+loop (growable tapes come with loops of unknown trip count, in the next issue). Accumulators whose
+adjoint does not need their value (`s += x[i]`) never reach the planner, so they get no tape.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from isozyme.enzyme_ad.errors import DifferentiationError
+from isozyme.enzyme_ad.prepare import LoopFrame
+from isozyme.optimize.memory_effects import array_root
+from isozyme.ssa.builder import Builder
+from isozyme.ssa.dominators import DominatorTree
+from isozyme.ssa.ir import Argument, Block, Constant, Function, Instruction, Phi, Value
+from isozyme.ssa.loops import Loop, LoopNest
+from isozyme.ssa.ops import OP_INFO, Op
+from isozyme.ssa.types import I1, I32, I64, ScalarType
+
+CHEAP_OPS: frozenset[Op] = frozenset({
+    Op.IADD, Op.ISUB, Op.IMUL, Op.IFLOORDIV, Op.IFLOORMOD, Op.INEG, Op.IABS, Op.IMIN, Op.IMAX, Op.SHL, Op.ASHR,
+    Op.AND, Op.OR, Op.XOR, Op.FADD, Op.FSUB, Op.FMUL, Op.FNEG, Op.FABS, Op.FMIN, Op.FMAX, Op.FLOOR, Op.CEIL,
+    Op.ICMP_EQ, Op.ICMP_NE, Op.ICMP_SLT, Op.ICMP_SLE, Op.ICMP_SGT, Op.ICMP_SGE, Op.FCMP_OEQ, Op.FCMP_UNE,
+    Op.FCMP_OLT, Op.FCMP_OLE, Op.FCMP_OGT, Op.FCMP_OGE, Op.SELECT, Op.SITOFP, Op.FPTOSI, Op.FPEXT, Op.FPTRUNC,
+    Op.SEXT, Op.TRUNC, Op.ZEXT, Op.DIM,
+})
+"""Ops the reverse pass recomputes rather than tapes. The trapping integer ops and `fptosi` are safe to
+repeat: the forward pass ran them on the same operands without trapping."""
+
+ENTRY_OPS: frozenset[Op] = frozenset({Op.IADD, Op.ISUB, Op.IMUL, Op.INEG, Op.IMIN, Op.IMAX, Op.IABS, Op.DIM})
+"""Integer ops re-emitted in the entry block to size tapes (none traps there before its turn)."""
+
+RECOMPUTE_DEPTH = 6
+"""How deep a chain of cheap ops is recomputed before the planner tapes its result instead."""
+
+
+@dataclass(eq=False)
+class ReverseContext:
+    """Where reverse code is being emitted: the primal block being reversed and its loops' counters."""
+
+    block: Block
+    """The primal block whose reverse is being built."""
+    counters: dict[Loop, Value] = field(default_factory=dict)
+    """For each loop around `block`, the value its counter had in the iteration being reversed."""
+
+
+@dataclass(eq=False)
+class Tape:
+    """One taped value (what `iz.show_cache` lists)."""
+
+    value: Value
+    """The primal value stored in the forward pass."""
+    array: Instruction
+    """The `alloc` holding it, in the entry block."""
+    loops: list[Loop]
+    """The loops around the value, outermost first: one tape dimension each."""
+    extents: list[Value]
+    """The extent of each dimension, available in the entry block."""
+    size_text: str
+    """The number of elements as an expression of the kernel's arguments (`(n + 1) * m`)."""
+
+    @property
+    def element(self) -> ScalarType:
+        return self.array.type.element  # type: ignore[attr-defined]
+
+
+class PrimalValues:
+    """Gives reverse code the primal values it needs (module docstring), creating tapes on demand."""
+
+    def __init__(self, function: Function, tree: DominatorTree, nest: LoopNest, frames: dict[Loop, LoopFrame],
+                 return_block: Block) -> None:
+        self.function, self.tree, self.nest, self.frames = function, tree, nest, frames
+        self.return_block = return_block
+        self.counters = {frame.counter: frame for frame in frames.values()}
+        self.written_roots = _written_roots(function)
+        self.tapes: dict[Value, Tape] = {}
+        """Every tape made, by the value it holds, in creation order."""
+        self._entry_copies: dict[Value, Value] = {}
+        self._memo: dict[tuple[Block | None, Value], Value] = {}
+
+    # --- the four ways -------------------------------------------------------------------------------------
+
+    def lookup(self, value: Value, context: ReverseContext, builder: Builder) -> Value:
+        """`value` as the iteration of `context` saw it, usable at `builder`'s insertion point."""
+        if isinstance(value, Constant):
+            return Constant(value.type, value.value, name=value.name)
+        if isinstance(value, Argument) or self.is_direct(value):
+            return value
+        key = (builder.block, value)
+        if key not in self._memo:
+            self._memo[key] = self._lookup(value, context, builder)
+        return self._memo[key]
+
+    def _lookup(self, value: Value, context: ReverseContext, builder: Builder) -> Value:
+        frame = self.counters.get(value)
+        if frame is not None:
+            if frame.loop in context.counters:
+                return context.counters[frame.loop]
+            return self.lookup(frame.trip, context, builder)
+        assert isinstance(value, Instruction)
+        if self.is_available(value, context):
+            return self._recompute(value, context, builder)
+        return self._load_from_tape(value, context, builder)
+
+    def is_direct(self, value: Value) -> bool:
+        """Is `value` usable as it is in every reverse block (way 1)?"""
+        if not isinstance(value, Instruction) or value.block is None:
+            return isinstance(value, (Argument, Constant))
+        block = value.block
+        return self.nest.loop_of(block) is None and self.tree.dominates(block, self.return_block)
+
+    def is_available(self, value: Value, context: ReverseContext, depth: int = 0) -> bool:
+        """Can `value` be had without a tape (ways 1 to 3)?"""
+        if isinstance(value, (Argument, Constant)) or self.is_direct(value):
+            return True
+        frame = self.counters.get(value)
+        if frame is not None:
+            return frame.loop in context.counters or self.is_available(frame.trip, context, depth + 1)
+        if not isinstance(value, Instruction) or isinstance(value, Phi) or depth >= RECOMPUTE_DEPTH:
+            return False
+        if value.op is Op.LOAD:
+            root = array_root(value.operands[0])
+            if root is None or root in self.written_roots:
+                return False
+            return all(self.is_available(index, context, depth + 1) for index in value.operands[1:])
+        if value.op not in CHEAP_OPS:
+            return False
+        return all(operand.type.is_array or self.is_available(operand, context, depth + 1)
+                   for operand in value.operands)
+
+    def _recompute(self, value: Instruction, context: ReverseContext, builder: Builder) -> Value:
+        operands = tuple(operand if operand.type.is_array else self.lookup(operand, context, builder)
+                         for operand in value.operands)
+        clone = Instruction(value.type, op=value.op, operands=operands, attrs=dict(value.attrs),
+                            flags=set(value.flags), name=value.name, loc=value.loc)
+        return builder.insert(clone)
+
+    # --- tapes -------------------------------------------------------------------------------------------
+
+    def _load_from_tape(self, value: Instruction, context: ReverseContext, builder: Builder) -> Value:
+        tape = self.tape_of(value)
+        indices = []
+        for loop in tape.loops:
+            if loop in context.counters:
+                indices.append(context.counters[loop])
+            else:  # a finished loop: the header's last run, when the counter equals the trip count
+                indices.append(self.lookup(self.frames[loop].trip, context, builder))
+        loaded = builder.load(tape.array, _linear_index(builder, indices, tape.extents), name=value.name)
+        return builder.icmp_ne(loaded, 0) if value.type == I1 else loaded
+
+    def tape_of(self, value: Instruction) -> Tape:
+        """The tape of `value`, made (allocated, and stored to in the forward pass) on first use."""
+        if value not in self.tapes:
+            self.tapes[value] = self._make_tape(value)
+        return self.tapes[value]
+
+    def _make_tape(self, value: Instruction) -> Tape:
+        block = value.block
+        assert block is not None
+        loops = _loops_around(self.nest, block)
+        extents, texts = [], []
+        for loop in loops:
+            extent = self.in_entry(self.frames[loop].trip, loop)
+            text = describe(self.frames[loop].trip)
+            if loop is loops[-1] and loop.header is block:
+                extent = self.entry_builder().iadd(extent, 1)
+                text = f"({text} + 1)" if " " in text else f"{text} + 1"
+            extents.append(extent)
+            texts.append(text)
+        size = _product(self.entry_builder(), extents)
+        element = I32 if value.type == I1 else value.type
+        array = self.entry_builder().alloc(element, size, name=f"tape.{value.name or 'v'}")  # type: ignore[arg-type]
+        self._store_in_forward(value, array, [self.frames[loop].counter for loop in loops], extents)
+        size_text = " * ".join(texts) if texts else "1"
+        return Tape(value, array, loops, extents, size_text)
+
+    def _store_in_forward(self, value: Instruction, array: Value, counters: list[Value],
+                          extents: list[Value]) -> None:
+        block = value.block
+        assert block is not None
+        if isinstance(value, Phi):
+            builder = Builder(loc=value.loc).before(block.instructions[block.first_non_phi_index()])
+        else:
+            builder = Builder(loc=value.loc).before(block.instructions[block.instructions.index(value) + 1])
+        stored = builder.cast(Op.ZEXT, value, I32) if value.type == I1 else value
+        builder.store(stored, array, _linear_index(builder, counters, extents))
+
+    def entry_builder(self) -> Builder:
+        """A builder inserting at the end of the entry block, before its terminator."""
+        terminator = self.function.entry.terminator
+        assert terminator is not None
+        return Builder().before(terminator)
+
+    def in_entry(self, value: Value, loop: Loop) -> Value:
+        """`value` (an integer known before `loop`) computed in the entry block, re-emitted if needed."""
+        copy = self._entry_copy(value, 0)
+        if copy is None:
+            header = loop.header.terminator
+            raise DifferentiationError(
+                "cannot differentiate this loop yet: its values must be taped, but its trip count is "
+                "not known when the kernel starts (it depends on values the kernel computes)",
+                header.loc if header is not None else None)
+        return copy
+
+    def _entry_copy(self, value: Value, depth: int) -> Value | None:
+        if isinstance(value, Constant):
+            return Constant(value.type, value.value)
+        if isinstance(value, Argument) or (isinstance(value, Instruction) and value.block is self.function.entry):
+            return value
+        if value in self._entry_copies:
+            return self._entry_copies[value]
+        if not isinstance(value, Instruction) or value.op not in ENTRY_OPS or depth > 8:
+            return None
+        operands = []
+        for operand in value.operands:
+            copy = operand if operand.type.is_array and isinstance(operand, Argument) else \
+                self._entry_copy(operand, depth + 1)
+            if copy is None:
+                return None
+            operands.append(copy)
+        clone = Instruction(value.type, op=value.op, operands=tuple(operands), attrs=dict(value.attrs),
+                            name=value.name, loc=value.loc)
+        self._entry_copies[value] = self.entry_builder().insert(clone)
+        return clone
+
+
+def _written_roots(function: Function) -> set[Value]:
+    """The array roots some store or atomic add of the function writes (None stands for an unknown root)."""
+    written: set[Value] = set()
+    for inst in function.instructions():
+        if inst.op in (Op.STORE, Op.ATOMIC_ADD):
+            root = array_root(inst.operands[1])
+            written.add(root if root is not None else inst.operands[1])
+        elif OP_INFO[inst.op].writes_memory and inst.op is not Op.CALL:
+            raise AssertionError(f"unexpected writing op {inst.op}")
+    return written
+
+
+def _loops_around(nest: LoopNest, block: Block) -> list[Loop]:
+    """The loops containing `block`, outermost first."""
+    loops = []
+    loop = nest.loop_of(block)
+    while loop is not None:
+        loops.append(loop)
+        loop = loop.parent
+    return loops[::-1]
+
+
+def _linear_index(builder: Builder, indices: list[Value], extents: list[Value]) -> Value:
+    """The row-major position of `indices` in an array of `extents` (0 for no dimension)."""
+    if not indices:
+        return Constant(I64, 0)
+    position = indices[0]
+    for index, extent in zip(indices[1:], extents[1:]):
+        position = builder.iadd(builder.imul(position, extent), index)
+    return position
+
+
+def _product(builder: Builder, extents: list[Value]) -> Value:
+    if not extents:
+        return Constant(I64, 1)
+    size = extents[0]
+    for extent in extents[1:]:
+        size = builder.imul(size, extent)
+    return size
+
+
+_INFIX = {Op.IADD: "+", Op.ISUB: "-", Op.IMUL: "*", Op.IFLOORDIV: "//", Op.IFLOORMOD: "%"}
+_CALLS = {Op.IMAX: "max", Op.IMIN: "min", Op.IABS: "abs"}
+
+
+def describe(value: Value, depth: int = 0) -> str:
+    """An integer value as a short source-like expression (`max(n, 0)`, `x.shape[0]`), for reports."""
+    if isinstance(value, Constant):
+        return str(value.value)
+    if isinstance(value, Argument):
+        return value.name or f"arg{value.index}"
+    if isinstance(value, Instruction) and depth < 4:
+        operands = value.operands
+        if value.op in _INFIX:
+            return f"{describe(operands[0], depth + 1)} {_INFIX[value.op]} {describe(operands[1], depth + 1)}"
+        if value.op in _CALLS:
+            return f"{_CALLS[value.op]}({', '.join(describe(o, depth + 1) for o in operands)})"
+        if value.op is Op.DIM:
+            return f"{describe(operands[0], depth + 1)}.shape[{value.attrs['axis']}]"
+    return f"%{value.name}" if value.name else "?"

@@ -1,0 +1,380 @@
+"""Reverse mode: `diffe_<f>`, Enzyme's combined augmented-forward and reverse pass, as one SSA function.
+
+Input: a function prepared by `prepare.py` (no calls, one `ret`, canonical counted loops) and its activity
+(`activity.py`). The function is rewritten in place into `diffe_<f>`:
+
+- **Signature.** Each parameter, followed by its shadow `%d_<x>` when it is a Duplicated array, or by a
+  one-element array `%d_<x>` receiving its adjoint when it is an Active scalar; then `%differet`, the
+  seed, when the kernel returns a float (`gradient_parameters`). It returns the primal return value.
+- **Forward pass.** The primal blocks, unchanged except for what the reverse pass needs: stores into tapes
+  (`cache.py`), zeroed shadows of active local arrays next to their `alloc`, and, where a merge block's
+  predecessor cannot be told from a branch condition, a phi recording it. The `ret` becomes a branch to
+  the reverse of the return block.
+- **Reverse pass.** One block `<B>.rev` per reachable primal block B, placed in reverse order: the rules
+  (`rules.py`) of B's active instructions, last to first, then B's phis: their adjoints flow along the
+  reversed edges, each edge a block `<B>.rev.<P>` that adds a phi's adjoint to the adjoint of the value
+  coming from P. The reverse of B continues at the reverse of the predecessor that control came from:
+  * a loop header: its reverse counts the loop's counter down (`%<h>.rev.iter`: the trip count when
+    entered from the reverse of the exit, then each reversed iteration's index) and goes back to the
+    preheader's reverse at 0, to the latch's otherwise, with the iteration index one less;
+  * a merge block whose immediate dominator ends in a `cbr` with one predecessor on each side: a `cbr`
+    on that condition (looked up like any primal value: recomputed if cheap, else taped);
+  * any other merge block: a `cbr` chain on the recorded predecessor phi.
+  The reverse of the entry block goes to `exit`, which stores the Active adjoints and returns.
+- **Adjoints.** Each active value's adjoint is a local slot (`alloc T[1]` in the entry block) holding
+  -0.0 at first: a use adds to it, its definition's rule reads it and resets it (a loop's next reversed
+  iteration starts from nothing). -0.0, not 0.0, because `x + -0.0` is `x` exactly (so instcombine drops
+  the first addition) while `x + 0.0` is not when x is -0.0. `mem2reg` promotes the slots to SSA values
+  afterwards, as Enzyme's allocas are.
+
+Memory (DESIGN 5): a Duplicated array and an active local array have a shadow; the memory rules of
+`rules.py` read and write it in the reverse pass with plain loads and stores (the pass is serial).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from isozyme.enzyme_ad.activity import Activity, ArgActivity
+from isozyme.enzyme_ad.cache import PrimalValues, ReverseContext, Tape
+from isozyme.enzyme_ad.errors import DifferentiationError, unsupported
+from isozyme.enzyme_ad.prepare import LoopFrame, loop_frames
+from isozyme.enzyme_ad.rules import REVERSE_RULES
+from isozyme.ssa.builder import Builder
+from isozyme.ssa.cfg import predecessors
+from isozyme.ssa.dominators import DominatorTree
+from isozyme.ssa.ir import Argument, Block, Constant, Function, Instruction, Phi, Value
+from isozyme.ssa.loops import Loop, LoopNest, has_irreducible_control_flow
+from isozyme.ssa.ops import Op
+from isozyme.ssa.types import I64, ArrayType, Type
+
+MEMORY_OPS = frozenset({Op.LOAD, Op.STORE, Op.ATOMIC_ADD})
+ARRAY_OPERAND = {Op.LOAD: 0, Op.STORE: 1, Op.ATOMIC_ADD: 1}
+
+
+@dataclass(eq=False)
+class ReverseResult:
+    """`diffe_<f>` and what the cache planner decided for it."""
+
+    function: Function
+    """The rewritten function, `diffe_<f>`."""
+    tapes: list[Tape] = field(default_factory=list)
+    """Every taped value (`iz.show_cache`)."""
+
+
+@dataclass(frozen=True)
+class GradientParameter:
+    """One parameter of `diffe_<f>`."""
+
+    name: str
+    type: Type
+    role: str
+    """"primal", "shadow" (of the primal parameter before it), "adjoint" (the Active scalar's output) or
+    "seed" (`%differet`)."""
+
+
+def gradient_parameters(params: Sequence[tuple[str, Type]], activities: Sequence[ArgActivity],
+                        return_type: Type) -> list[GradientParameter]:
+    """The parameters of `diffe_<f>` (module docstring), from the primal's and the activities: the
+    runtime builds its call from this before `diffe_<f>` exists (a disk-cache hit never builds it)."""
+    result: list[GradientParameter] = []
+    for (name, ty), kind in zip(params, activities, strict=True):
+        result.append(GradientParameter(name, ty, "primal"))
+        if kind is ArgActivity.DUP and ty.is_array:
+            result.append(GradientParameter(f"d_{name}", ty, "shadow"))
+        elif kind is ArgActivity.ACTIVE:
+            result.append(GradientParameter(f"d_{name}", ArrayType(ty, 1), "adjoint"))  # type: ignore[arg-type]
+    if return_type.is_float:
+        result.append(GradientParameter("differet", return_type, "seed"))
+    return result
+
+
+def reverse_mode(function: Function, activity: Activity, return_block: Block) -> ReverseResult:
+    """Rewrite the prepared `function` into `diffe_<f>` (module docstring)."""
+    synthesis = _ReverseSynthesis(function, activity, return_block)
+    synthesis.run()
+    return ReverseResult(function, list(synthesis.primal.tapes.values()))
+
+
+class _RuleContext:
+    """The `rules.RuleContext` of one active instruction."""
+
+    def __init__(self, synthesis: _ReverseSynthesis, inst: Instruction, context: ReverseContext,
+                 builder: Builder) -> None:
+        self.synthesis, self.inst, self.context, self.b = synthesis, inst, context, builder
+
+    def operand(self, index: int) -> Value:
+        return self.synthesis.primal.lookup(self.inst.operands[index], self.context, self.b)
+
+    def result(self) -> Value:
+        return self.synthesis.primal.lookup(self.inst, self.context, self.b)
+
+    def active(self, index: int) -> bool:
+        return self.synthesis.is_active(self.inst.operands[index])
+
+    def add(self, index: int, contribution: Value) -> None:
+        if self.active(index):
+            self.synthesis.add_adjoint(self.b, self.inst.operands[index], contribution)
+
+    def shadow_element(self) -> tuple[Value, list[Value]]:
+        position = ARRAY_OPERAND[self.inst.op]
+        shadow = self.synthesis.shadow_of(self.inst, self.inst.operands[position])
+        indices = [self.synthesis.primal.lookup(i, self.context, self.b) for i in self.inst.operands[position + 1:]]
+        return shadow, indices
+
+
+class _ReverseSynthesis:
+    def __init__(self, function: Function, activity: Activity, return_block: Block) -> None:
+        self.function, self.activity, self.return_block = function, activity, return_block
+        self.tree = DominatorTree(function)
+        if has_irreducible_control_flow(function, self.tree):
+            raise DifferentiationError(f"cannot differentiate @{function.name}: irreducible control flow")
+        self.nest = LoopNest(function, self.tree)
+        self.frames: dict[Loop, LoopFrame] = loop_frames(function, self.nest)
+        self.headers = {frame.loop.header: frame for frame in self.frames.values()}
+        self.preds = {block: [p for p in ps if self.tree.is_reachable(p)]
+                      for block, ps in predecessors(function).items()}
+        self.blocks = list(self.tree.rpo)
+        self.primal = PrimalValues(function, self.tree, self.nest, self.frames, return_block)
+        self.slots: dict[Value, Instruction] = {}
+        self.shadows: dict[Value, Value] = {}
+        self.active_outputs: list[tuple[Argument, Argument]] = []
+        self.seed: Argument | None = None
+        self.reverse: dict[Block, Block] = {}
+        self.reverse_counter: dict[Loop, Phi] = {}
+        self.iteration: dict[Loop, Value] = {}
+
+    # --- adjoint slots and shadows -------------------------------------------------------------------------
+
+    def is_active(self, value: Value) -> bool:
+        return not isinstance(value, Constant) and self.activity.is_active(value)
+
+    def slot(self, value: Value) -> Instruction:
+        if value not in self.slots:
+            builder = self.primal.entry_builder()
+            slot = builder.alloc(value.type, 1, name=f"d.{value.name or 'v'}")  # type: ignore[arg-type]
+            builder.store(-0.0, slot, 0)
+            self.slots[value] = slot
+        return self.slots[value]
+
+    def add_adjoint(self, builder: Builder, value: Value, contribution: Value) -> None:
+        slot = self.slot(value)
+        builder.store(builder.fadd(builder.load(slot, 0), contribution), slot, 0)
+
+    def take_adjoint(self, builder: Builder, value: Value) -> Value:
+        """The adjoint accumulated for `value`, leaving 0 in its slot."""
+        slot = self.slot(value)
+        adjoint = builder.load(slot, 0, name=f"d.{value.name}" if value.name else None)
+        builder.store(-0.0, slot, 0)
+        return adjoint
+
+    def shadow_of(self, inst: Instruction, array: Value) -> Value:
+        if array not in self.shadows:
+            raise unsupported(inst, "the array has no shadow here (an array that is not an argument or a "
+                              "local array allocated outside loops and branches)")
+        return self.shadows[array]
+
+    # --- the signature and the forward pass ----------------------------------------------------------------
+
+    def run(self) -> None:
+        self._rewrite_signature()
+        self._shadow_local_arrays()
+        for block in reversed(self.blocks):
+            self.reverse[block] = self.function.add_block(f"{block.name or 'bb'}.rev")
+        self._make_reverse_counters()
+        exit_block = self.function.add_block("exit")
+        self._branch_to_reverse()
+        for block in reversed(self.blocks):
+            self._fill_reverse_block(block, exit_block)
+        self._finish(exit_block)
+
+    def _rewrite_signature(self) -> None:
+        function = self.function
+        function.name = f"diffe_{function.name}"
+        primal = iter(function.args)
+        signature = gradient_parameters([(arg.name or "", arg.type) for arg in function.args],
+                                        self.activity.arg_activities, function.return_type)
+        args: list[Argument] = []
+        for param in signature:
+            if param.role == "primal":
+                args.append(next(primal))
+                continue
+            new, owner = Argument(param.type, name=param.name), args[-1]
+            args.append(new)
+            if param.role == "seed":
+                self.seed = new
+            elif param.role == "shadow":
+                self.shadows[owner] = new
+            else:
+                self.active_outputs.append((owner, new))
+        function.args = args
+        for index, arg in enumerate(args):
+            arg.function, arg.index = function, index
+
+    def _shadow_local_arrays(self) -> None:
+        for inst in list(self.function.instructions()):
+            if inst.op is Op.ALLOC and self.activity.is_active_memory(inst):
+                if not self.primal.is_direct(inst):
+                    raise unsupported(inst, "an active local array must be allocated outside loops and "
+                                      "branches in this version")
+                builder = Builder(loc=inst.loc).before(inst.block.instructions[inst.block.instructions.index(inst) + 1])
+                self.shadows[inst] = builder.alloc(inst.type.element, *inst.operands, zeroed=True,  # type: ignore[attr-defined]
+                                                   name=f"d_{inst.name or 'local'}")
+
+    def _make_reverse_counters(self) -> None:
+        for loop in self.frames:
+            builder = Builder(self.reverse[loop.header])
+            counter = builder.phi(I64, name=f"{loop.header.name or 'loop'}.rev.iter")
+            self.reverse_counter[loop] = counter
+            self.iteration[loop] = builder.isub(counter, 1, name=f"{loop.header.name or 'loop'}.rev.index")
+
+    def _branch_to_reverse(self) -> None:
+        ret = self.return_block.terminator
+        assert ret is not None
+        self.return_value = ret.operands[0] if ret.operands else None
+        ret.erase()
+        Builder(self.return_block, ret.loc).br(self.reverse[self.return_block])
+
+    # --- the reverse blocks --------------------------------------------------------------------------------
+
+    def _context(self, block: Block) -> ReverseContext:
+        counters: dict[Loop, Value] = {}
+        loop = self.nest.loop_of(block)
+        while loop is not None:
+            counters[loop] = self.reverse_counter[loop] if loop.header is block else self.iteration[loop]
+            loop = loop.parent
+        return ReverseContext(block, counters)
+
+    def _fill_reverse_block(self, block: Block, exit_block: Block) -> None:
+        context = self._context(block)
+        builder = Builder(self.reverse[block])
+        if block is self.return_block and self.seed is not None and self.return_value is not None \
+                and self.is_active(self.return_value):
+            self.add_adjoint(builder, self.return_value, self.seed)
+        for inst in reversed(block.instructions):
+            if isinstance(inst, Phi) or inst.is_terminator or not self.activity.is_active_instruction(inst):
+                continue
+            self._differentiate(inst, context, builder)
+        phi_adjoints = [(phi, self.take_adjoint(builder, phi)) for phi in block.phis if self.is_active(phi)]
+        self._branch_back(block, context, builder, phi_adjoints, exit_block)
+
+    def _differentiate(self, inst: Instruction, context: ReverseContext, builder: Builder) -> None:
+        rule = REVERSE_RULES.get(inst.op)
+        if rule is None:
+            what = "calls must be inlined first" if inst.op is Op.CALL else "no derivative rule for this op"
+            raise unsupported(inst, what)
+        builder.loc = inst.loc
+        adjoint = None if inst.type.is_void else self.take_adjoint(builder, inst)
+        rule(_RuleContext(self, inst, context, builder), adjoint)
+
+    def _edge(self, block: Block, pred: Block, phi_adjoints: list[tuple[Phi, Value]]) -> Block:
+        """The block on the reversed edge pred -> block: phi adjoints flow to pred's incoming values."""
+        edge = self.function.add_block(f"{self.reverse[block].name}.{pred.name or 'bb'}",
+                                       after=self.reverse[block])
+        builder = Builder(edge)
+        for phi, adjoint in phi_adjoints:
+            incoming = phi.incoming_value(pred)
+            if self.is_active(incoming):
+                self.add_adjoint(builder, incoming, adjoint)
+        header_frame = self.headers.get(pred)
+        if header_frame is not None:  # entering the reverse of pred's loop, or going round it again
+            loop = header_frame.loop
+            if block in loop:
+                value = self.iteration[loop]
+            else:
+                value = self.primal.lookup(header_frame.trip, self._context(block), builder)
+            self.reverse_counter[loop].add_incoming(edge, value)
+        builder.br(self.reverse[pred])
+        return edge
+
+    def _branch_back(self, block: Block, context: ReverseContext, builder: Builder,
+                     phi_adjoints: list[tuple[Phi, Value]], exit_block: Block) -> None:
+        preds = self.preds[block]
+        if block is self.function.entry:
+            builder.br(exit_block)
+        elif block in self.headers:
+            loop = self.headers[block].loop
+            first_run = builder.icmp_eq(self.reverse_counter[loop], 0)
+            preheader, latch = loop.preheader, loop.latches[0]
+            assert preheader is not None
+            builder.cbr(first_run, self._edge(block, preheader, phi_adjoints),
+                        self._edge(block, latch, phi_adjoints))
+        elif len(preds) == 1:
+            builder.br(self._edge(block, preds[0], phi_adjoints))
+        else:
+            self._branch_to_predecessor(block, context, builder, phi_adjoints, preds)
+
+    def _branch_to_predecessor(self, block: Block, context: ReverseContext, builder: Builder,
+                               phi_adjoints: list[tuple[Phi, Value]], preds: list[Block]) -> None:
+        sides = self._branch_sides(block, preds)
+        if sides is not None:
+            condition, if_true, if_false = sides
+            builder.cbr(self.primal.lookup(condition, context, builder),
+                        self._edge(block, if_true, phi_adjoints), self._edge(block, if_false, phi_adjoints))
+            return
+        came_from = self.primal.lookup(self._record_predecessor(block, preds), context, builder)
+        for index, pred in enumerate(preds[:-1]):
+            test = builder.icmp_eq(came_from, index)
+            otherwise = self.function.add_block(f"{self.reverse[block].name}.not{index}", after=builder.block)
+            builder.cbr(test, self._edge(block, pred, phi_adjoints), otherwise)
+            builder.at_end(otherwise)
+        builder.br(self._edge(block, preds[-1], phi_adjoints))
+
+    def _branch_sides(self, block: Block, preds: list[Block]) -> tuple[Value, Block, Block] | None:
+        """The immediate dominator's condition and the predecessor on its true and false side, if that
+        condition tells the two predecessors apart (module docstring)."""
+        dominator = self.tree.idom[block]
+        terminator = dominator.terminator if dominator is not None else None
+        if len(preds) != 2 or terminator is None or terminator.op is not Op.CBR:
+            return None
+        sides = [self._side(dominator, terminator, block, pred) for pred in preds]  # type: ignore[arg-type]
+        if sorted(sides, key=str) != [False, True]:  # type: ignore[type-var]
+            return None
+        if_true = preds[sides.index(True)]
+        if_false = preds[sides.index(False)]
+        return terminator.operands[0], if_true, if_false
+
+    def _side(self, dominator: Block, terminator: Instruction, block: Block, pred: Block) -> bool | None:
+        """Which side of the dominator's `cbr` every path into `block` through `pred` took, if one."""
+        true_target, false_target = terminator.successors
+        if true_target is false_target:
+            return None
+        if pred is dominator:
+            return true_target is block
+        for side, target in ((True, true_target), (False, false_target)):
+            if self.preds[target] == [dominator] and self.tree.dominates(target, pred):
+                return side
+        return None
+
+    def _record_predecessor(self, block: Block, preds: list[Block]) -> Phi:
+        """A phi of `block` numbering the predecessor control came from (in the forward pass)."""
+        return Builder(block).phi(I64, [(pred, index) for index, pred in enumerate(preds)],
+                                  name=f"{block.name or 'bb'}.from")
+
+    def _finish(self, exit_block: Block) -> None:
+        builder = Builder(exit_block)
+        for arg, output in self.active_outputs:
+            adjoint = builder.load(self.slot(arg), 0) if arg in self.slots else Constant(arg.type, 0.0)
+            builder.store(adjoint, output, 0)
+        builder.ret(self.return_value)
+        _order_blocks(self.function, self.blocks, self.reverse, exit_block)
+
+
+def _order_blocks(function: Function, forward: list[Block], reverse: dict[Block, Block], exit_block: Block) -> None:
+    """Lay the blocks out as forward pass, reverse pass (edges after their block), exit."""
+    placed = set(forward) | set(reverse.values()) | {exit_block}
+    extra: dict[Block, list[Block]] = {}
+    for block in function.blocks:
+        if block not in placed:
+            owner = next((r for r in reverse.values() if block.name and block.name.startswith(f"{r.name}.")), None)
+            extra.setdefault(owner, []).append(block)  # type: ignore[arg-type]
+    order = [block for block in function.blocks if block in set(forward)]
+    for primal in reversed(forward):
+        order.append(reverse[primal])
+        order.extend(extra.pop(reverse[primal], []))
+    for leftovers in extra.values():
+        order.extend(leftovers)
+    order.append(exit_block)
+    function.blocks[:] = order
+
