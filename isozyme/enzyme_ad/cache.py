@@ -50,8 +50,10 @@ CHEAP_OPS: frozenset[Op] = frozenset({
 """Ops the reverse pass recomputes rather than tapes. The trapping integer ops and `fptosi` are safe to
 repeat: the forward pass ran them on the same operands without trapping."""
 
-ENTRY_OPS: frozenset[Op] = frozenset({Op.IADD, Op.ISUB, Op.IMUL, Op.INEG, Op.IMIN, Op.IMAX, Op.IABS, Op.DIM})
-"""Integer ops re-emitted in the entry block to size tapes (none traps there before its turn)."""
+ENTRY_OPS: frozenset[Op] = frozenset({Op.IADD, Op.ISUB, Op.IMUL, Op.INEG, Op.IMIN, Op.IMAX, Op.IABS, Op.DIM,
+                                      Op.IFLOORDIV, Op.IFLOORMOD, Op.SHL, Op.ASHR})
+"""Integer ops re-emitted in the entry block to size tapes; `//`, `%` and shifts only by a constant that
+cannot trap (the trip count of `range(a, b, 2)`), so that nothing traps there before its turn."""
 
 RECOMPUTE_DEPTH = 6
 """How deep a chain of cheap ops is recomputed before the planner tapes its result instead."""
@@ -234,6 +236,8 @@ class PrimalValues:
             return self._entry_copies[value]
         if not isinstance(value, Instruction) or value.op not in ENTRY_OPS or depth > 8:
             return None
+        if value.op in (Op.IFLOORDIV, Op.IFLOORMOD, Op.SHL, Op.ASHR) and not _safe_divisor_or_shift(value):
+            return None
         operands = []
         for operand in value.operands:
             copy = operand if operand.type.is_array and isinstance(operand, Argument) else \
@@ -245,6 +249,16 @@ class PrimalValues:
                             name=value.name, loc=value.loc)
         self._entry_copies[value] = self.entry_builder().insert(clone)
         return clone
+
+
+def _safe_divisor_or_shift(inst: Instruction) -> bool:
+    """Is the second operand of a trapping integer op a constant with which it cannot trap?"""
+    amount = inst.operands[1]
+    if not isinstance(amount, Constant):
+        return False
+    if inst.op in (Op.SHL, Op.ASHR):
+        return 0 <= amount.value < amount.type.bits  # type: ignore[operator, attr-defined]
+    return amount.value != 0
 
 
 def _written_roots(function: Function) -> set[Value]:

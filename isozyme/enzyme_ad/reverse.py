@@ -252,7 +252,7 @@ class _ReverseSynthesis:
         if block is self.return_block and self.seed is not None and self.return_value is not None \
                 and self.is_active(self.return_value):
             self.add_adjoint(builder, self.return_value, self.seed)
-        for inst in reversed(block.instructions):
+        for inst in reversed(list(block.instructions)):  # a copy: tape stores go into the forward block
             if isinstance(inst, Phi) or inst.is_terminator or not self.activity.is_active_instruction(inst):
                 continue
             self._differentiate(inst, context, builder)
