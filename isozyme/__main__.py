@@ -22,6 +22,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from isozyme.enzyme_ad.errors import DifferentiationError
 from isozyme.frontend.diagnostics import CompileError
 from isozyme.optimize.pass_manager import (
     PassError,
@@ -144,8 +145,13 @@ def build_parser() -> argparse.ArgumentParser:
     ir = commands.add_parser("ir", help="print a Python kernel's IR")
     ir.add_argument("kernel", help="FILE.py:kernel, or FILE.py for all its kernels")
     ir.add_argument("--stage", default="ssa", choices=STAGES,
-                    help="ssa: as lowered; opt: optimized; llvm: LLVM IR as emitted; llvm-opt: after LLVM's O3")
-    ir.add_argument("-O", "--opt", default="O2", help="the pipeline of --stage opt (default O2)")
+                    help="ssa: as lowered; opt: optimized; grad, grad-opt: the reverse-mode gradient diffe_f "
+                         "right after AD and optimized; llvm: LLVM IR as emitted; llvm-opt: after LLVM's O3")
+    ir.add_argument("-O", "--opt", default=None,
+                    help="the pipeline of --stage opt (default O2); for the grad stages: post, pre or none "
+                         "(default post)")
+    ir.add_argument("--activity", default=None, type=lambda text: tuple(text.split(",")),
+                    help="for the grad stages: const, dup or active per parameter, comma-separated")
     ir.set_defaults(handler=command_ir)
     return parser
 
@@ -158,7 +164,7 @@ def command_ir(args: argparse.Namespace) -> int:
         kernels = find_kernels(args.kernel)
     except LookupError as error:
         raise UsageError(str(error)) from None
-    sys.stdout.write("\n".join(show_ir(kernel, args.stage, args.opt) for kernel in kernels))
+    sys.stdout.write("\n".join(show_ir(kernel, args.stage, args.opt, args.activity) for kernel in kernels))
     return 0
 
 
@@ -166,7 +172,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.handler(args)
-    except (ParseError, VerificationError, UsageError, PassError, OSError, CompileError) as error:
+    except (ParseError, VerificationError, UsageError, PassError, OSError, CompileError,
+            DifferentiationError) as error:
         print(f"isozyme {args.command}: {error}", file=sys.stderr)
         return 1
     except PROGRAM_ERRORS as error:
