@@ -187,6 +187,9 @@ class PrimalValues:
         for loop in loops:
             extent = self.in_entry(self.frames[loop].trip, loop)
             text = describe(self.frames[loop].trip)
+            if extent is not self._entry_copies.get(self.frames[loop].trip, extent) or \
+                    self._entry_copy(self.frames[loop].trip, {}) is None:
+                text = f"upper_bound({text})"  # over the iterations of the enclosing loops
             if loop is loops[-1] and loop.header is block:
                 extent = self.entry_builder().iadd(extent, 1)
                 text = f"({text} + 1)" if " " in text else f"{text} + 1"
@@ -217,8 +220,11 @@ class PrimalValues:
         return Builder().before(terminator)
 
     def in_entry(self, value: Value, loop: Loop) -> Value:
-        """`value` (an integer known before `loop`) computed in the entry block, re-emitted if needed."""
-        copy = self._entry_copy(value, 0)
+        """`value`, the trip count of `loop`, computed in the entry block (re-emitted there if needed); for
+        a loop nested in loops whose counters it depends on (`range(i + 1, n)`), an upper bound instead."""
+        copy = self._entry_copy(value, {})
+        if copy is None:
+            copy = self._entry_bound(value, loop)
         if copy is None:
             header = loop.header.terminator
             raise DifferentiationError(
@@ -227,28 +233,101 @@ class PrimalValues:
                 header.loc if header is not None else None)
         return copy
 
-    def _entry_copy(self, value: Value, depth: int) -> Value | None:
+    def _entry_copy(self, value: Value, substitute: dict[Value, Value], depth: int = 0) -> Value | None:
+        """`value` re-emitted in the entry block, with `substitute`'s values for some loop counters."""
+        if value in substitute:
+            return substitute[value]
         if isinstance(value, Constant):
             return Constant(value.type, value.value)
         if isinstance(value, Argument) or (isinstance(value, Instruction) and value.block is self.function.entry):
             return value
-        if value in self._entry_copies:
+        if not substitute and value in self._entry_copies:
             return self._entry_copies[value]
         if not isinstance(value, Instruction) or value.op not in ENTRY_OPS or depth > 8:
             return None
         if value.op in (Op.IFLOORDIV, Op.IFLOORMOD, Op.SHL, Op.ASHR) and not _safe_divisor_or_shift(value):
             return None
+        array = value.operands[0]
+        if value.op is Op.DIM and isinstance(array, Instruction) and array.op is Op.ALLOC:
+            return self._entry_copy(array.operands[value.attrs["axis"]], substitute, depth + 1)  # type: ignore[index]
         operands = []
         for operand in value.operands:
             copy = operand if operand.type.is_array and isinstance(operand, Argument) else \
-                self._entry_copy(operand, depth + 1)
+                self._entry_copy(operand, substitute, depth + 1)
             if copy is None:
                 return None
             operands.append(copy)
         clone = Instruction(value.type, op=value.op, operands=tuple(operands), attrs=dict(value.attrs),
                             name=value.name, loc=value.loc)
-        self._entry_copies[value] = self.entry_builder().insert(clone)
+        self.entry_builder().insert(clone)
+        if not substitute:
+            self._entry_copies[value] = clone
         return clone
+
+    def _entry_bound(self, value: Value, loop: Loop) -> Value | None:
+        """An upper bound of `value` over all iterations of the loops around `loop`, when `value` is a
+        monotone function of their counters (then its maximum is at a corner of the iteration box: each
+        counter at 0 or at its trip count - 1). None otherwise."""
+        outer = _loops_around(self.nest, loop.header)[:-1]
+        counters = [self.frames[o].counter for o in outer]
+        if not outer or any(_direction(value, c, set(counters)) is None for c in counters):
+            return None
+        corners: list[dict[Value, Value]] = [{}]
+        for other, counter in zip(outer, counters):
+            last = self._entry_copy(self.frames[other].trip, {})
+            if last is None:
+                return None
+            last = self.entry_builder().isub(last, 1)
+            corners = [{**corner, counter: at} for corner in corners for at in (Constant(I64, 0), last)]
+        bound: Value | None = None
+        for corner in corners:
+            at_corner = self._entry_copy(value, corner)
+            if at_corner is None:
+                return None
+            bound = at_corner if bound is None else self.entry_builder().imax(bound, at_corner)
+        return self.entry_builder().imax(bound, 0)
+
+
+_MONOTONE_OPS = {Op.IADD: (1, 1), Op.ISUB: (1, -1), Op.IMAX: (1, 1), Op.IMIN: (1, 1)}
+"""How each operand's direction carries to the result (+1 same, -1 reversed)."""
+
+
+def _direction(value: Value, counter: Value, counters: set[Value], depth: int = 0) -> int | None:
+    """+1 if `value` never decreases when `counter` grows (the other `counters` fixed), -1 if it never
+    increases, 0 if it does not depend on it, None when unknown (another phi, an unknown op)."""
+    if value is counter:
+        return 1
+    if value in counters or not isinstance(value, Instruction):
+        return 0
+    if isinstance(value, Phi) or depth > 8:
+        return None
+    operands = value.operands
+    if value.op in _MONOTONE_OPS:
+        signs = _MONOTONE_OPS[value.op]
+        return _combine([_scaled(_direction(o, counter, counters, depth + 1), sign)
+                         for o, sign in zip(operands, signs)])
+    if value.op is Op.INEG:
+        return _scaled(_direction(operands[0], counter, counters, depth + 1), -1)
+    if value.op in (Op.IMUL, Op.IFLOORDIV, Op.ASHR, Op.SHL) and isinstance(operands[1], Constant):
+        factor = operands[1].value
+        sign = 1 if value.op in (Op.ASHR, Op.SHL) or factor > 0 else (-1 if factor < 0 else 0)  # type: ignore[operator]
+        return _scaled(_direction(operands[0], counter, counters, depth + 1), sign)
+    if value.op is Op.DIM:
+        return 0
+    if all(_direction(o, counter, counters, depth + 1) == 0 for o in operands if not o.type.is_array):
+        return 0
+    return None
+
+
+def _scaled(direction: int | None, sign: int) -> int | None:
+    return None if direction is None else direction * sign
+
+
+def _combine(directions: list[int | None]) -> int | None:
+    nonzero = {d for d in directions if d != 0}
+    if None in nonzero or len(nonzero) > 1:
+        return None
+    return nonzero.pop() if nonzero else 0
 
 
 def _safe_divisor_or_shift(inst: Instruction) -> bool:
@@ -306,6 +385,11 @@ _INFIX = {Op.IADD: "+", Op.ISUB: "-", Op.IMUL: "*", Op.IFLOORDIV: "//", Op.IFLOO
 _CALLS = {Op.IMAX: "max", Op.IMIN: "min", Op.IABS: "abs"}
 
 
+def _operand_text(value: Value, depth: int) -> str:
+    text = describe(value, depth)
+    return f"({text})" if isinstance(value, Instruction) and value.op in _INFIX else text
+
+
 def describe(value: Value, depth: int = 0) -> str:
     """An integer value as a short source-like expression (`max(n, 0)`, `x.shape[0]`), for reports."""
     if isinstance(value, Constant):
@@ -315,7 +399,8 @@ def describe(value: Value, depth: int = 0) -> str:
     if isinstance(value, Instruction) and depth < 4:
         operands = value.operands
         if value.op in _INFIX:
-            return f"{describe(operands[0], depth + 1)} {_INFIX[value.op]} {describe(operands[1], depth + 1)}"
+            left, right = (_operand_text(o, depth + 1) for o in operands)
+            return f"{left} {_INFIX[value.op]} {right}"
         if value.op in _CALLS:
             return f"{_CALLS[value.op]}({', '.join(describe(o, depth + 1) for o in operands)})"
         if value.op is Op.DIM:

@@ -265,7 +265,7 @@ class _ReverseSynthesis:
             what = "calls must be inlined first" if inst.op is Op.CALL else "no derivative rule for this op"
             raise unsupported(inst, what)
         builder.loc = inst.loc
-        adjoint = None if inst.type.is_void else self.take_adjoint(builder, inst)
+        adjoint = None if inst.type.is_void or inst.type.is_array else self.take_adjoint(builder, inst)
         rule(_RuleContext(self, inst, context, builder), adjoint)
 
     def _edge(self, block: Block, pred: Block, phi_adjoints: list[tuple[Phi, Value]]) -> Block:

@@ -252,6 +252,7 @@ REVERSE_RULES: dict[Op, ReverseRule] = {
     Op.LOAD: _load,
     Op.STORE: _store,
     Op.ATOMIC_ADD: _atomic_add,
+    Op.ALLOC: _zero,  # an active local array: its shadow is allocated in the forward pass
 }
 """The reverse rule of every differentiable op; `phi` is handled by the reverse pass (adjoint flow along
 the reversed edges), `call` by inlining first."""

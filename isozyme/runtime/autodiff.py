@@ -277,5 +277,6 @@ def show_cache(kernel: Kernel, activity: Sequence[str | ArgActivity], opt: str =
     for tape in gradient.tapes:
         loc = tape.value.loc
         where = f"{loc.file}:{loc.line}" if loc is not None else "?"
-        lines.append(f"%{tape.value.name or 'v'}  {tape.element}  x {tape.size_text}  at {where}")
+        name = f"%{tape.value.name}" if tape.value.name else f"<{tape.value.op}>"  # type: ignore[attr-defined]
+        lines.append(f"{name}  {tape.element}  x {tape.size_text}  at {where}")
     return "\n".join(lines)
