@@ -6,13 +6,15 @@ from a reverse block in one of four ways, tried in this order by `PrimalValues.l
 1. **Directly**: a constant, an argument, or an instruction outside every loop whose block dominates the
    return block (the return block dominates every reverse block, so `v` dominates the use).
 2. **A loop counter** (`LoopFrame.counter`): inside the reverse of its loop it is that loop's reverse
-   counter; after the loop (a finished loop) it is the loop's trip count.
+   counter; after the loop (a finished loop) it is the loop's trip count. Any other integer induction
+   variable of a header (`idx += 1`, `i = a + k*s`) is `start + counter * step`, from its start and step.
 3. **Recomputed** at the use, when it is cheap and all its operands are available without a tape
    (recursively, a few levels deep): integer and comparison ops, casts, `select`, `fadd fsub fmul fneg fabs
    fmin fmax floor ceil`, `dim`, and a `load` from an array that the function never writes (no store,
    no atomic add to its root anywhere), so memory still holds what the forward pass read.
 4. **Taped**: everything else (phis, expensive math, loads of memory that is written, values whose operands
-   are not available). A tape is a local array allocated in the entry block with one element per run of
+   are not available). A tape is a local array allocated in the entry block (not in the loop's preheader,
+   which a loop guard may skip: the entry dominates every reverse block) with one element per run of
    `v`'s block: the product over the loops around `v`, outermost first, of their trip counts (plus one for
    the innermost loop when `v` is in its header, which runs once more than the body). The forward pass
    stores `v` right after its definition at the index linearized from the loop counters; the reverse pass
@@ -20,7 +22,10 @@ from a reverse block in one of four ways, tried in this order by `PrimalValues.l
    return block (it is inside a branch) gets a tape of one element. `i1` values are taped as `i32`.
 
 The tape extents must be computable in the entry block (from arguments, constants and `dim`s, re-emitting
-the integer ops of the trip count there when it was computed later): a loop whose trip count depends on
+the integer ops of the trip count there when it was computed later). A loop nested in loops whose counters
+its trip count depends on (`for j in range(i + 1, n)`) gets the largest trip count over the enclosing
+iteration space as its extent, when the trip count is a monotone function of each counter (then the
+maximum is at a corner: each counter at 0 or at its last value). A loop whose trip count depends on
 values computed inside the kernel and whose values must be taped is a `DifferentiationError` naming the
 loop (growable tapes come with loops of unknown trip count, in the next issue). Accumulators whose
 adjoint does not need their value (`s += x[i]`) never reach the planner, so they get no tape.
@@ -38,6 +43,7 @@ from isozyme.ssa.dominators import DominatorTree
 from isozyme.ssa.ir import Argument, Block, Constant, Function, Instruction, Phi, Value
 from isozyme.ssa.loops import Loop, LoopNest
 from isozyme.ssa.ops import OP_INFO, Op
+from isozyme.ssa.trip_count import induction_variable
 from isozyme.ssa.types import I1, I32, I64, ScalarType
 
 CHEAP_OPS: frozenset[Op] = frozenset({
@@ -123,6 +129,12 @@ class PrimalValues:
                 return context.counters[frame.loop]
             return self.lookup(frame.trip, context, builder)
         assert isinstance(value, Instruction)
+        induction = self._induction(value)
+        if induction is not None and self.is_available(value, context):
+            loop, start, step = induction
+            iteration = context.counters.get(loop) or self.lookup(self.frames[loop].trip, context, builder)
+            offset = builder.imul(iteration, self.lookup(step, context, builder))
+            return builder.iadd(self.lookup(start, context, builder), offset, name=value.name)
         if self.is_available(value, context):
             return self._recompute(value, context, builder)
         return self._load_from_tape(value, context, builder)
@@ -141,7 +153,13 @@ class PrimalValues:
         frame = self.counters.get(value)
         if frame is not None:
             return frame.loop in context.counters or self.is_available(frame.trip, context, depth + 1)
-        if not isinstance(value, Instruction) or isinstance(value, Phi) or depth >= RECOMPUTE_DEPTH:
+        if not isinstance(value, Instruction) or depth >= RECOMPUTE_DEPTH:
+            return False
+        induction = self._induction(value)
+        if induction is not None:
+            _, start, step = induction
+            return self.is_available(start, context, depth + 1) and self.is_available(step, context, depth + 1)
+        if isinstance(value, Phi):
             return False
         if value.op is Op.LOAD:
             root = array_root(value.operands[0])
@@ -152,6 +170,17 @@ class PrimalValues:
             return False
         return all(operand.type.is_array or self.is_available(operand, context, depth + 1)
                    for operand in value.operands)
+
+    def _induction(self, value: Value) -> tuple[Loop, Value, Value] | None:
+        """(loop, start, step) when `value` is an integer induction variable of its loop's header: it
+        is `start + counter * step` in every iteration (SCEV's add recurrence), so it needs no tape."""
+        if not isinstance(value, Phi) or value.block is None or not value.type.is_int:
+            return None
+        loop = self.nest.loop_of(value.block)
+        if loop is None or loop.header is not value.block:
+            return None
+        iv = induction_variable(loop, value)
+        return (loop, iv.start, iv.step) if iv is not None else None
 
     def _recompute(self, value: Instruction, context: ReverseContext, builder: Builder) -> Value:
         operands = tuple(operand if operand.type.is_array else self.lookup(operand, context, builder)
