@@ -95,18 +95,35 @@ def _gradient_params(kernel: Kernel, activities: tuple[ArgActivity, ...]) -> lis
             gradient_parameters([(p.name, p.type) for p in params], activities, return_type)]
 
 
+def _stage_printer(kernel: Kernel, opt: str) -> Callable[[str, Module], None]:
+    """Prints the "grad" stage to stderr when ISOZYME_PRINT_IR asks for it."""
+    def stage(name: str, module: Module) -> None:
+        if name in _print_ir_request():
+            print(f"; *** {name} of kernel {kernel.definition.name} ({opt}) ***\n{print_module(module)}",
+                  file=sys.stderr)
+    return stage
+
+
 def differentiate(kernel: Kernel, activities: tuple[ArgActivity, ...], opt: str,
                   on_stage: Callable[[str, Module], None] | None = None) -> Gradient:
     """A fresh `diffe_<f>` of `kernel` (not cached: `show_ir` and `show_cache` use it)."""
     module, function = kernel.lower()
     print_ir = _print_ir_request()
-    options = PassOptions(print_after_all="after-all" in print_ir, print_after=print_ir - {"ssa", "opt"})
+    options = PassOptions(print_after_all="after-all" in print_ir,
+                          print_after=print_ir - {"ssa", "opt", "grad", "grad-opt"})
+
+    printer = _stage_printer(kernel, opt)
+
+    def stage(name: str, module: Module) -> None:
+        printer(name, module)
+        if on_stage is not None:
+            on_stage(name, module)
     try:
-        gradient = reverse_gradient(module, function, activities, opt, options, on_stage)
+        gradient = reverse_gradient(module, function, activities, opt, options, stage)
     except DifferentiationError as error:
         raise error.with_traceback(None) from None
     if "grad-opt" in print_ir:
-        print(f"; *** gradient of kernel {kernel.definition.name} ({opt}) ***\n{print_module(module)}",
+        print(f"; *** grad-opt of kernel {kernel.definition.name} ({opt}) ***\n{print_module(module)}",
               file=sys.stderr)
     return gradient
 
@@ -147,11 +164,16 @@ def _compile_llvm(kernel: Kernel, activities: tuple[ArgActivity, ...], opt: str,
     def optimize(module: Module) -> Function:  # on a cache miss only
         verify(module)
         print_ir = _print_ir_request()
-        options = PassOptions(print_after_all="after-all" in print_ir, print_after=print_ir - {"ssa", "opt"})
+        options = PassOptions(print_after_all="after-all" in print_ir,
+                              print_after=print_ir - {"ssa", "opt", "grad", "grad-opt"})
         try:
-            return reverse_gradient(module, function, activities, opt, options).function
+            gradient = reverse_gradient(module, function, activities, opt, options, _stage_printer(kernel, opt))
         except DifferentiationError as error:
             raise error.with_traceback(None) from None
+        if "grad-opt" in print_ir:
+            print(f"; *** grad-opt of kernel {kernel.definition.name} ({opt}) ***\n{print_module(module)}",
+                  file=sys.stderr)
+        return gradient.function
     return compile_native(name, module, signature, pipeline, optimize, kernel.codegen_options(),
                           use_disk_cache=not _print_ir_request(), print_stages=frozenset(_print_ir_request()))
 
