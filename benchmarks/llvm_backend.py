@@ -8,9 +8,10 @@
    it; the example module's import and the inputs are not timed. numba: the same in a fresh process, with
    `numba_peers.py` (`cache=True`, `NUMBA_CACHE_DIR` a new empty directory).
 2. Warm load: a second fresh process on the same cache directory; the first call again (target: at most
-   20 ms). The children report `isozyme.runtime.disk_cache.stats`: the cold one must show a miss and a
-   store, the warm one a hit and no miss, else the script stops. An instrumented child per kernel and mode
-   then shows where the first call's time goes (the wrapped internals are named in `PHASES`).
+   20 ms, without loading llvmlite). The children report `isozyme.runtime.disk_cache.stats` and whether
+   llvmlite was imported: the cold one must show a miss and a store, the warm one a hit and no miss, else
+   the script stops. An instrumented child per kernel and mode then shows where the first call's time goes
+   (the wrapped internals are named in `PHASES`; the warm child wraps only modules a warm start imports).
 3. Per-call overhead of trivial kernels (`ident(a: f64) -> f64`, `first(x: Array[f64]) -> f64`) against
    numba's `@njit` and a plain Python function: timeit, `--number` calls per sample, `--repeat` samples,
    variants interleaved; microseconds per call (target: at most 5 us).
@@ -39,20 +40,29 @@ CHILD_GMM_SIZE = (3, 5, 20)
 PHASES = [
     # (object path, attribute, label): wrapped with a timer in the instrumented child, in call order. Only
     # the outermost wrapped call is timed (compile_to_object, where it exists, calls prepare, optimize and
-    # emit_object); an attribute that does not exist is skipped, and its time shows in "rest".
+    # emit_object; recall and remember read and write the disk cache); an attribute that does not exist,
+    # or whose module the child has not imported (a warm start never imports llvm_jit), is skipped, and
+    # its time shows in "rest".
+    ("isozyme.runtime.source_key", "source_key", "source key (host, compiler, kernel source)"),
+    ("isozyme.runtime.source_key", "recall", "source index: read, replay the reads"),
     ("isozyme.runtime.kernel:Kernel", "lower", "lower to SSA"),
     ("isozyme.runtime.llvm_backend", "cache_key", "cache key (print SSA, hash)"),
-    ("isozyme.runtime.disk_cache", "load", "disk cache read"),
+    ("isozyme.runtime.disk_cache", "load", "disk cache read (entry, library checksum)"),
     ("isozyme.runtime.kernel:Kernel", "run_pipeline", "O2 pipeline"),
     ("isozyme.runtime.llvm_backend", "emit_llvm", "emit LLVM IR"),
     ("isozyme.runtime.llvm_jit", "compile_to_object", "LLVM: parse, O3, machine code"),
     ("isozyme.runtime.llvm_jit", "prepare", "LLVM: parse and verify IR"),
     ("isozyme.runtime.llvm_jit", "optimize", "LLVM: O3"),
     ("isozyme.runtime.llvm_jit", "emit_object", "LLVM: machine code"),
+    ("isozyme.runtime.shared_library", "link", "link a shared library (ld)"),
     ("isozyme.runtime.disk_cache", "store", "disk cache write"),
+    ("isozyme.runtime.source_key", "remember", "source index write"),
+    ("isozyme.runtime.shared_library", "load", "load the shared library (dlopen)"),
     ("isozyme.runtime.llvm_jit", "load_object", "load object (MCJIT)"),
     ("isozyme.runtime.llvm_backend", "make_entry", "build the call entry"),
 ]
+IMPORT_PHASE = "import llvm backend (no llvmlite)"
+LLVM_PHASE = "import llvmlite and codegen, LLVM init (cold only)"
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -86,13 +96,14 @@ def _child_inputs(kernel: str, gmm_module=None) -> tuple:
 
 
 def _instrument(totals: dict[str, float]) -> None:
-    import importlib
     import time as clock
 
     depth = [0]
     for path, attribute, label in PHASES:
         module_name, _, class_name = path.partition(":")
-        owner = importlib.import_module(module_name)
+        owner = sys.modules.get(module_name)
+        if owner is None:
+            continue
         owner = getattr(owner, class_name) if class_name else owner
         original = getattr(owner, attribute, None)
         if original is None:
@@ -111,7 +122,7 @@ def _instrument(totals: dict[str, float]) -> None:
         setattr(owner, attribute, timed)
 
 
-def child(tool: str, kernel: str, phases: bool) -> dict:
+def child(tool: str, kernel: str, phases: bool, cold: bool) -> dict:
     sys.path.insert(0, ROOT)
     result: dict = {}
     start = time.perf_counter()
@@ -132,12 +143,15 @@ def child(tool: str, kernel: str, phases: bool) -> dict:
     if phases:
         totals: dict[str, float] = {}
         start = time.perf_counter()
-        import isozyme.runtime.llvm_backend  # noqa: F401  (llvmlite, the code generator)
-        totals["import llvm backend (llvmlite, codegen)"] = time.perf_counter() - start
-        from isozyme.runtime import llvm_jit
-        start = time.perf_counter()
-        llvm_jit.host()
-        totals["LLVM init (target machine, MCJIT)"] = time.perf_counter() - start
+        import isozyme.runtime.llvm_backend  # noqa: F401  (what a warm start imports: no llvmlite)
+        import isozyme.runtime.source_key  # noqa: F401
+        totals[IMPORT_PHASE] = time.perf_counter() - start
+        if cold:  # a miss imports llvmlite and the code generator, and starts LLVM
+            start = time.perf_counter()
+            import isozyme.codegen.llvm  # noqa: F401
+            from isozyme.runtime import llvm_jit
+            llvm_jit.host()
+            totals[LLVM_PHASE] = time.perf_counter() - start
         _instrument(totals)
     start = time.perf_counter()
     function(*args)
@@ -150,12 +164,13 @@ def child(tool: str, kernel: str, phases: bool) -> dict:
     if tool == "isozyme":
         from isozyme.runtime import disk_cache
         result["cache_stats"] = dict(disk_cache.stats)
+        result["llvmlite_loaded"] = "llvmlite" in sys.modules
     return result
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["--child"]:
     _, _, _tool, _kernel, *_flags = sys.argv
-    print(json.dumps(child(_tool, _kernel, "--phases" in _flags)))
+    print(json.dumps(child(_tool, _kernel, "--phases" in _flags, "--cold" in _flags)))
     sys.exit(0)
 
 
@@ -264,7 +279,7 @@ PYCACHE_PREFIX = ""
 `prime_children` before any timing."""
 
 
-def run_child(tool: str, kernel: str, cache_dir: str, phases: bool = False) -> dict:
+def run_child(tool: str, kernel: str, cache_dir: str, phases: bool = False, cold: bool = False) -> dict:
     # No inherited backend, IR printing or cache setting; bytecode cached (as in an ordinary install) but
     # outside the source tree, even where PYTHONDONTWRITEBYTECODE is set.
     env = {key: value for key, value in os.environ.items()
@@ -275,7 +290,8 @@ def run_child(tool: str, kernel: str, cache_dir: str, phases: bool = False) -> d
     else:
         env["NUMBA_CACHE_DIR"] = cache_dir
         env["ISOZYME_BENCH_NUMBA_CACHE"] = "1"
-    command = [sys.executable, os.path.abspath(__file__), "--child", tool, kernel] + (["--phases"] if phases else [])
+    command = [sys.executable, os.path.abspath(__file__), "--child", tool, kernel] + (["--phases"] if phases else []) \
+        + (["--cold"] if cold else [])
     done = subprocess.run(command, env=env, capture_output=True, text=True, cwd=ROOT)
     if done.returncode != 0:
         raise SystemExit(f"child {' '.join(command[2:])} failed ({done.returncode}):\n{done.stderr}")
@@ -331,13 +347,14 @@ def measure_compile(runs: int) -> dict:
                 return fn(r[key] for r in per[tool][mode]) if tool in per else None
             iz_first, nb_first = stat("isozyme", "first_call_s"), stat("numba", "first_call_s")
             stats = per["isozyme"][mode][-1]["cache_stats"]
+            loaded = sum(r["llvmlite_loaded"] for r in per["isozyme"][mode])
             rows.append([f"{kernel} {mode}", f"{ms(iz_first)} ({ms(stat('isozyme', 'first_call_s', min))})",
                          us(stat("isozyme", "second_call_s")),
                          ms(nb_first) + (f" ({ms(stat('numba', 'first_call_s', min))})" if nb_first else ""),
-                         ratio(iz_first, nb_first),
+                         ratio(iz_first, nb_first), f"{loaded}/{len(per['isozyme'][mode])}",
                          " ".join(f"{k}={v}" for k, v in sorted(stats.items()))])
-    print(table(["kernel", "isozyme 1st call", "2nd call", "numba 1st call", "iz/numba", "isozyme cache stats"],
-                rows))
+    print(table(["kernel", "isozyme 1st call", "2nd call", "numba 1st call", "iz/numba", "llvmlite loaded",
+                 "isozyme cache stats"], rows))
     iz_import = statistics.median(r["import_s"] for p in results.values() for m in ("cold", "warm")
                                   for r in p["isozyme"][m])
     nb_import = statistics.median(r["import_s"] for p in results.values() for m in ("cold", "warm")
@@ -358,17 +375,16 @@ def measure_compile(runs: int) -> dict:
 
 def measure_phases() -> dict:
     section("where the isozyme first call goes (one instrumented fresh process per row; timers add a little)")
-    labels = ["import llvm backend (llvmlite, codegen)", "LLVM init (target machine, MCJIT)",
-              *[label for _, _, label in PHASES]]
+    labels = [IMPORT_PHASE, LLVM_PHASE, *[label for _, _, label in PHASES]]
     columns, results = [], {}
     for kernel in ("norm", "gmm"):
         directory = tempfile.mkdtemp(prefix="llvm_backend_phases_")
         try:
             for mode in ("cold", "warm"):
-                result = run_child("isozyme", kernel, directory, phases=True)
+                result = run_child("isozyme", kernel, directory, phases=True, cold=mode == "cold")
                 check_cache_stats(kernel, mode, result["cache_stats"])
                 phases = result["phases_s"]
-                total = result["first_call_s"] + phases[labels[0]] + phases[labels[1]]
+                total = result["first_call_s"] + phases[IMPORT_PHASE] + phases.get(LLVM_PHASE, 0.0)
                 phases["rest of the first call"] = total - sum(phases.values())
                 results[f"{kernel} {mode}"] = {"total_s": total, "phases_s": phases}
                 columns.append(f"{kernel} {mode}")
@@ -481,6 +497,10 @@ def targets(compile_results: dict, overhead: dict, gmm_results: dict) -> list[di
         value = per["isozyme"]["warm"]["first_call_median_s"]
         checks.append({"target": f"warm load of {kernel} from the disk cache <= {ms(WARM_TARGET_S)}",
                        "value": ms(value), "met": value <= WARM_TARGET_S})
+        loaded = sum(run["llvmlite_loaded"] for run in per["isozyme"]["warm"]["runs"])
+        checks.append({"target": f"warm load of {kernel} does not import llvmlite",
+                       "value": f"imported in {loaded} of {len(per['isozyme']['warm']['runs'])} runs",
+                       "met": loaded == 0})
     for label, stats in overhead.items():
         value = stats["isozyme"]["median_s"]
         checks.append({"target": f"per-call overhead {label} <= {us(CALL_TARGET_S)}", "value": us(value),

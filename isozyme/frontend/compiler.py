@@ -2,6 +2,11 @@
 body through `KernelLowering`, and every kernel it calls compiled into the same module (each once; a
 recursive call is a CompileError until the AD supports recursion).
 
+Every name and attribute the lowering reads outside the kernels (globals, closure variables, builtins,
+module attributes) is read through `ModuleCompiler.read_global` and `read_attribute`, which list them in
+`static_reads`: with the kernels' source texts, they are all the lowering depends on (`runtime/source_key.py`
+keys compiled code by them).
+
 Type inference by iteration: when a loop turns a variable wider than it entered (`s = 0` then `s +=
 x[i]`), `SSAConstruction` raises `WidenVariable` and the kernel is lowered again with that hint; each
 round widens one variable at one block, so this ends after a few rounds.
@@ -60,15 +65,43 @@ class KernelDefinition:
         return getattr(builtins, name, MISSING)
 
 
+@dataclass(frozen=True, eq=False)
+class StaticRead:
+    """A name or module attribute outside the kernels that the lowering read, and what it found."""
+
+    definition: KernelDefinition
+    """The kernel whose scope the name was looked up in."""
+    path: str
+    """The name, or `base.attribute` with the source text of the base expression (a dotted name, unless an
+    annotation reads an attribute of something else, such as `Array[f64].ndim`)."""
+    value: object
+    """What it found (`MISSING` for nothing)."""
+
+
 class ModuleCompiler:
     """Lowers a root kernel and its callees into one module."""
 
     def __init__(self) -> None:
+        self.static_reads: list[StaticRead] = []
+        """Every read outside the kernels, in the order the lowering made them (module docstring)."""
         self.module = Module()
         self.functions: dict[KernelDefinition, Function] = {}
         self.in_progress: list[KernelDefinition] = []
         self.names: dict[KernelDefinition, str] = {}
         """Function name of each kernel: its Python name, made unique (`helper_2`) across modules."""
+
+    def read_global(self, definition: KernelDefinition, name: str) -> object:
+        """What `name` means in `definition`'s scope (`KernelDefinition.lookup`), recorded."""
+        value = definition.lookup(name)
+        self.static_reads.append(StaticRead(definition, name, value))
+        return value
+
+    def read_attribute(self, definition: KernelDefinition, base_path: str, base: object, attribute: str) -> object:
+        """`base.attribute` (MISSING when absent), where `base` is what `base_path` means in `definition`'s
+        scope; recorded."""
+        value = getattr(base, attribute, MISSING)
+        self.static_reads.append(StaticRead(definition, f"{base_path}.{attribute}", value))
+        return value
 
     def function_for(self, definition: KernelDefinition, caller: KernelSource | None = None,
                      call: ast.AST | None = None) -> Function:
@@ -148,10 +181,10 @@ class ModuleCompiler:
             except SyntaxError:
                 raise definition.source.error(node, f"unsupported annotation {node.value!r}") from None
         if isinstance(node, ast.Name):
-            return definition.lookup(node.id)
+            return self.read_global(definition, node.id)
         if isinstance(node, ast.Attribute):
             base = self._annotation(definition, node.value)
-            return getattr(base, node.attr, MISSING)
+            return self.read_attribute(definition, ast.unparse(node.value), base, node.attr)
         if isinstance(node, ast.Subscript):
             base = self._annotation(definition, node.value)
             parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
@@ -172,8 +205,12 @@ class ModuleCompiler:
         return f"{name}_{suffix}"
 
 
-def lower_kernel(definition: KernelDefinition) -> tuple[Module, Function]:
-    """The SSA module of a kernel (with every kernel it calls) and the kernel's function in it."""
+def lower_kernel(definition: KernelDefinition,
+                 static_reads: list[StaticRead] | None = None) -> tuple[Module, Function]:
+    """The SSA module of a kernel (with every kernel it calls) and the kernel's function in it; the reads
+    outside the kernels are appended to `static_reads` when it is given."""
     compiler = ModuleCompiler()
     function = compiler.function_for(definition)
+    if static_reads is not None:
+        static_reads += compiler.static_reads
     return compiler.module, function

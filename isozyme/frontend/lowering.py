@@ -163,7 +163,7 @@ class KernelLowering(ExpressionLowering, CallLowering):
     # --- names outside the kernel ---------------------------------------------------------------------
 
     def lookup_global(self, name: str, node: ast.AST) -> object:
-        obj = self.definition.lookup(name)
+        obj = self.compiler.read_global(self.definition, name)
         if obj is MISSING:
             raise self.error(node, f"unknown name '{name}'")
         return obj
@@ -183,9 +183,10 @@ class KernelLowering(ExpressionLowering, CallLowering):
         if not isinstance(base, type(np)):
             raise self.error(node, f"attribute '.{node.attr}' of '{ast.unparse(node.value)}' is not supported in a "
                                    "kernel (only module attributes such as math.pi or iz.sqrt)")
-        if not hasattr(base, node.attr):
+        value = self.compiler.read_attribute(self.definition, ast.unparse(node.value), base, node.attr)
+        if value is MISSING:
             raise self.error(node, f"module '{base.__name__}' has no attribute '{node.attr}'")
-        return getattr(base, node.attr)
+        return value
 
     def global_value(self, name: str, obj: object, node: ast.AST) -> Value:
         """A global used as a value: numbers are frozen constants; anything else is an error."""

@@ -8,12 +8,16 @@ machine code for the host CPU, cached in memory and on disk, `runtime/llvm_backe
 the reference interpreter (bounds-checked, slow, exact: the semantic oracle). `ISOZYME_BACKEND` overrides
 the default, a decorator's `backend=` overrides that; both are read at the kernel's first call, which binds
 the kernel to its compiled entry so that later calls cost one Python call more than the entry itself.
+With the `llvm` backend, a kernel compiled before from the same sources and the same values of the names
+they read outside the kernels is found by its source key and loaded without lowering
+(`runtime/source_key.py`): a warm start costs a few milliseconds and never loads LLVM.
 
 Checked mode (`@iz.kernel(boundscheck=True)`, or `ISOZYME_BOUNDSCHECK=1` for kernels that do not say)
 makes compiled code check every array index and raise IndexError with the source location, the index and
 the shape. `ISOZYME_PRINT_IR` prints IR at compile time to stderr: `ssa` (as lowered), `opt` (after the
-pipeline), `after-all` (after every pass), a pass name, `llvm` or `llvm-opt` (the LLVM IR before and
-after LLVM's O3); several separated by commas. While it is set,
+pipeline), `after-all` (after every pass), a pass name, `grad` and `grad-opt` (a gradient `diffe_f` right
+after AD and optimized), `llvm` or `llvm-opt` (the LLVM IR before and after LLVM's O3); several separated
+by commas. While it is set,
 the disk cache is not read (a cache hit would skip the stages to print).
 """
 
@@ -26,7 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from isozyme.codegen.abi import CodegenOptions
-from isozyme.frontend.compiler import KernelDefinition, lower_kernel
+from isozyme.frontend.compiler import KernelDefinition, StaticRead, lower_kernel
 from isozyme.frontend.diagnostics import CompileError
 from isozyme.optimize.pass_manager import PassOptions, run_passes
 from isozyme.runtime.arguments import Parameter, check_arguments
@@ -95,11 +99,12 @@ class Kernel:
             return os.environ.get("ISOZYME_BOUNDSCHECK", "").lower() in ("1", "true", "yes", "on")
         return bool(chosen)
 
-    def lower(self, verify_ir: bool = True) -> tuple[Module, Function]:
+    def lower(self, verify_ir: bool = True, static_reads: list[StaticRead] | None = None) -> tuple[Module, Function]:
         """A fresh SSA module of this kernel and its callees, as lowered (unoptimized); verified unless
-        the caller verifies it later (the llvm backend does, only when it compiles)."""
+        the caller verifies it later (the llvm backend does, only when it compiles). The names read outside
+        the kernels are appended to `static_reads` when it is given (`source_key.py`)."""
         try:
-            module, function = lower_kernel(self.definition)
+            module, function = lower_kernel(self.definition, static_reads)
         except CompileError as error:
             raise error.with_traceback(None) from None  # the user's frames only, not the compiler's
         if verify_ir:
@@ -143,19 +148,34 @@ def _compile_interp(kernel: Kernel, pipeline: str) -> CompiledKernel:
 
 
 def _compile_llvm(kernel: Kernel, pipeline: str) -> CompiledKernel:
-    from isozyme.runtime.llvm_backend import EntrySignature, compile_native
+    """Through the kernel's source key when it finds compiled code (no lowering), else lowered and
+    compiled (or loaded by the module's key), and the source key remembered."""
+    from isozyme.runtime import disk_cache, source_key
+    from isozyme.runtime.llvm_backend import EntrySignature, cache_key, compile_native, load_compiled
 
-    module, function = kernel.lower(verify_ir=False)
-    name = kernel.definition.name
+    name, options, print_ir = kernel.definition.name, kernel.codegen_options(), _print_ir_request()
+    use_disk_cache = not print_ir and disk_cache.cache_directory() is not None
+    key = source_key.source_key(kernel.definition, pipeline, options) if use_disk_cache else None
+    known = source_key.recall(key, kernel.definition) if key else None
+    if known is not None:
+        entry = load_compiled(known.key, name, EntrySignature(known.function, known.params, known.return_type))
+        if entry is not None:
+            return CompiledKernel(name, "llvm", list(known.params), entry)
+    reads: list[StaticRead] = []
+    module, function = kernel.lower(verify_ir=False, static_reads=reads)
     params = [Parameter(arg.name, arg.type) for arg in function.args]  # type: ignore[arg-type]
+    signature = EntrySignature.of(function)
+    compiled_key = cache_key(module, signature, pipeline, options)
 
     def optimize(module: Module) -> Function:  # on a cache miss only
         verify(module)
         kernel.run_pipeline(module, pipeline)
         return function
-    entry = compile_native(name, module, EntrySignature.of(function), pipeline, optimize,
-                           kernel.codegen_options(), use_disk_cache=not _print_ir_request(),
-                           print_stages=frozenset(_print_ir_request()))
+    entry = compile_native(name, module, signature, pipeline, optimize, options, use_disk_cache=not print_ir,
+                           print_stages=frozenset(print_ir), key=compiled_key)
+    if key:
+        source_key.remember(key, kernel.definition, reads, source_key.CompiledSignature(
+            compiled_key, signature.function, signature.params, signature.return_type))
     return CompiledKernel(name, "llvm", params, entry)
 
 

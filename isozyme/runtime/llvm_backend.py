@@ -4,37 +4,48 @@
     entry(out, x, 1000)
 
 The cache key is the SHA-256 of the lowered (unoptimized) SSA module as printed, the source locations of
-its instructions (they end up in error messages), the pipeline and codegen options, the isozyme version
-and `llvm_jit.host_description()` (llvmlite and LLVM versions, target, CPU name and features). Lowering
-is cheap; the O2 pipeline, codegen and LLVM are what a hit skips. A key is compiled at most once per
-process (`_loaded`), and its object code is stored on disk (`disk_cache.py`) with the metadata the call
-path needs (error sites, writable parameters), so a fresh process loads it without optimizing anything.
+its instructions (they end up in error messages), the entry signature, the pipeline and codegen options,
+and `host_identity`'s descriptions of the compiler (isozyme's version and modules) and of the host
+(llvmlite's installation, target, CPU), which are computed without importing llvmlite. Lowering is cheap;
+the O2 pipeline, codegen and LLVM are what a hit skips. A key is compiled at most once per process
+(`_loaded`).
+
+On a miss the module is emitted as position-independent object code, linked into a shared library
+(`shared_library.py`), stored on disk (`disk_cache.py`) with the metadata the call path needs (error
+sites, writable parameters) and loaded with `dlopen`; a hit loads the library: no LLVM, no llvmlite, no
+code generator. Without a library (no linker, the disk cache off, or a library that does not load) the
+module is emitted for MCJIT, stored so and loaded through `llvm_jit.load_object`, which imports llvmlite;
+a cached library that no longer loads removes its entry, and the module is compiled again.
+`load_compiled` loads a key compiled before without compiling anything: `kernel.py` finds the key from
+the kernel's source (`source_key.py`), so a warm start does not even lower the kernel.
 """
 
 from __future__ import annotations
 
-import hashlib
 import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from isozyme.codegen.abi import CodegenOptions
 from isozyme.codegen.error_sites import ErrorSite
-from isozyme.optimize.function_attributes import module_memory_effects
-from isozyme.runtime import disk_cache, llvm_jit
+from isozyme.runtime import disk_cache, host_identity, shared_library
 from isozyme.runtime.arguments import Parameter
+from isozyme.runtime.disk_cache import sha256
 from isozyme.runtime.native_call import NativeSignature, make_entry
 from isozyme.ssa.ir import Function, Module
 from isozyme.ssa.printer import print_module
 from isozyme.ssa.types import Type
-from isozyme.version import VERSION
 
 _loaded: dict[str, Callable[..., object]] = {}
 """Entries compiled or loaded in this process, by cache key."""
 _compiling = threading.RLock()
 """One compilation at a time: llvmlite releases the GIL, and a key must be loaded into the engine once."""
-
+_libraries: list[object] = []
+"""Shared libraries loaded in this process: a library stays loaded while a handle to it lives."""
+CACHE_FORMAT = "isozyme llvm backend 2"
+"""Changes when what the backend stores changes (2: position-independent code, shared libraries)."""
 
 
 @dataclass(frozen=True)
@@ -55,12 +66,14 @@ class EntrySignature:
 
 def cache_key(module: Module, entry: EntrySignature, pipeline: str, options: CodegenOptions) -> str:
     locations = "\n".join(str(inst.loc) for function in module for inst in function.instructions())
-    material = "\n".join(["isozyme llvm backend 1", VERSION, llvm_jit.host_description(), pipeline,
-                          repr(options), repr(entry), print_module(module), locations])
-    return hashlib.sha256(material.encode()).hexdigest()
+    material = "\n".join([CACHE_FORMAT, host_identity.compiler_description(), host_identity.host_description(),
+                          pipeline, repr(options), repr(entry), print_module(module), locations])
+    return sha256(material.encode()).hexdigest()
 
 
 def writable_parameters(module: Module, entry: Function) -> frozenset[int]:
+    from isozyme.optimize.function_attributes import module_memory_effects
+
     return frozenset(module_memory_effects(module)[entry].writes)
 
 
@@ -74,52 +87,125 @@ Optimize = Callable[[Module], Function]
 
 def compile_native(name: str, module: Module, entry: EntrySignature, pipeline: str, optimize: Optimize,
                    options: CodegenOptions, use_disk_cache: bool = True,
-                   print_stages: frozenset[str] = frozenset()) -> Callable[..., object]:
+                   print_stages: frozenset[str] = frozenset(), key: str | None = None) -> Callable[..., object]:
     """The call entry of the function `entry` describes, compiled by LLVM (module docstring). `optimize`
     runs the SSA pipeline named `pipeline` on `module` in place and returns that function (only on a cache
-    miss). `print_stages` ("llvm", "llvm-opt") are printed to stderr when they are made."""
-    key = cache_key(module, entry, pipeline, options)
+    miss). `print_stages` ("llvm", "llvm-opt") are printed to stderr when they are made. `key` is the
+    module's `cache_key`, when the caller has computed it."""
+    key = key or cache_key(module, entry, pipeline, options)
     with _compiling:
         if key not in _loaded:
-            _loaded[key] = _compile_or_load(key, name, module, entry, optimize, options, use_disk_cache,
-                                            print_stages)
+            cached = disk_cache.load(key, name) if use_disk_cache else None
+            loaded = _load(key, name, entry, cached) if cached is not None else None
+            if loaded is None:
+                loaded = _compile(key, name, module, entry, optimize, options, use_disk_cache, print_stages)
+            _loaded[key] = _call_entry(name, entry, *loaded)
     return _loaded[key]
 
 
-def _compile_or_load(key: str, name: str, module: Module, entry: EntrySignature, optimize: Optimize,
-                     options: CodegenOptions, use_disk_cache: bool,
-                     print_stages: frozenset[str]) -> Callable[..., object]:
-    prefix = f"iz_{key[:20]}_"
-    cached = disk_cache.load(key, name) if use_disk_cache else None
-    if cached is not None:
-        meta, obj = cached
-        sites = [ErrorSite.from_json(site) for site in meta["sites"]]  # type: ignore[union-attr]
-        writable = frozenset(meta["writable"])  # type: ignore[arg-type]
-    else:
-        from isozyme.codegen.llvm import emit_llvm  # only on a miss: a hit needs no code generator
+def load_compiled(key: str, name: str, entry: EntrySignature) -> Callable[..., object] | None:
+    """The call entry of the code compiled under `key` before, in this process or on disk; None when there
+    is none (nothing is compiled here)."""
+    with _compiling:
+        if key not in _loaded:
+            cached = disk_cache.load(key, name)
+            loaded = _load(key, name, entry, cached) if cached is not None else None
+            if loaded is None:
+                return None
+            _loaded[key] = _call_entry(name, entry, *loaded)
+    return _loaded[key]
 
-        function = optimize(module)
-        assert function.name == entry.function, (function.name, entry.function)
-        writable = writable_parameters(module, function)
-        program = emit_llvm(module, function, options, prefix, writable)
-        if "llvm" in print_stages:
-            print(f"; *** LLVM IR of kernel {name} ***\n{program.ir_text}", file=sys.stderr)
+
+Loaded = tuple[dict[str, object], dict[str, int]]
+"""A compiled module in this process: its metadata (error sites, writable parameters) and the addresses of
+its entry points."""
+
+
+def _compile(key: str, name: str, module: Module, entry: EntrySignature, optimize: Optimize,
+             options: CodegenOptions, use_disk_cache: bool, print_stages: frozenset[str]) -> Loaded:
+    """Optimize and generate `module`; link, store and load its shared library, or else load its object
+    code through MCJIT (and store that)."""
+    from isozyme.codegen.llvm import emit_llvm  # only on a miss: a hit needs no code generator
+    from isozyme.runtime import llvm_jit
+
+    function = optimize(module)
+    assert function.name == entry.function, (function.name, entry.function)
+    writable = writable_parameters(module, function)
+    program = emit_llvm(module, function, options, _prefix(key), writable)
+    if "llvm" in print_stages:
+        print(f"; *** LLVM IR of kernel {name} ***\n{program.ir_text}", file=sys.stderr)
+    optimized = llvm_jit.optimize(llvm_jit.prepare(program.ir_text))
+    if "llvm-opt" in print_stages:
+        print(f"; *** LLVM IR of kernel {name} after O3 ***\n{optimized}", file=sys.stderr)
+    metadata: dict[str, object] = {"sites": [site.to_json() for site in program.sites], "writable": sorted(writable)}
+    if use_disk_cache and disk_cache.cache_directory() is not None:
+        library = None
+        if shared_library.linker() is not None:
+            library = shared_library.link(llvm_jit.emit_object(optimized, position_independent=True), name)
+            optimized = None  # code generation may have changed it
+        path = disk_cache.store(key, metadata, b"", name, library) if library is not None else None
+        addresses = _open_library(path, name, entry, key) if path is not None else None
+        if addresses is not None:
+            return metadata, addresses
+        if library is None:
+            disk_cache.event("link_errors", f"{name}: no shared library (no linker on PATH, or it failed)")
+    if optimized is None:
         optimized = llvm_jit.optimize(llvm_jit.prepare(program.ir_text))
-        if "llvm-opt" in print_stages:
-            print(f"; *** LLVM IR of kernel {name} after O3 ***\n{optimized}", file=sys.stderr)
-        obj = llvm_jit.emit_object(optimized)
-        sites = program.sites
-        if use_disk_cache:
-            disk_cache.store(key, {"sites": [s.to_json() for s in sites], "writable": sorted(writable)}, obj, name)
-    addresses = llvm_jit.load_object(obj, list(symbols(prefix, entry)))
+    obj = llvm_jit.emit_object(optimized)
+    if use_disk_cache:
+        disk_cache.store(key, metadata, obj, name)  # replaces an entry whose library could not be loaded
+    return metadata, _load_object(obj, name, entry, key)
+
+
+def _load(key: str, name: str, entry: EntrySignature, cached: disk_cache.Entry) -> Loaded | None:
+    """A cached module loaded: its shared library, or its object code through MCJIT. None when its library
+    does not load: the entry is removed, and the caller compiles it again."""
+    if cached.library is None:
+        return cached.metadata, _load_object(cached.payload, name, entry, key)
+    addresses = _open_library(cached.library, name, entry, key)
+    if addresses is None:
+        disk_cache.remove(key)
+        return None
+    return cached.metadata, addresses
+
+
+def _open_library(path: Path, name: str, entry: EntrySignature, key: str) -> dict[str, int] | None:
+    """The entry points' addresses in the shared library at `path`; None when it does not load."""
+    try:
+        library, addresses = shared_library.load(path, list(symbols(_prefix(key), entry)))
+    except OSError as error:
+        disk_cache.event("library_errors", f"{name} {path}: {error}")
+        return None
+    _libraries.append(library)
+    disk_cache.event("library_loads", f"{name} {path}")
+    return addresses
+
+
+def _load_object(obj: bytes, name: str, entry: EntrySignature, key: str) -> dict[str, int]:
+    from isozyme.runtime import llvm_jit  # loads LLVM: only for code without a shared library
+
+    disk_cache.event("object_loads", f"{name} through MCJIT")
+    return llvm_jit.load_object(obj, list(symbols(_prefix(key), entry)))
+
+
+def _call_entry(name: str, entry: EntrySignature, metadata: dict[str, object],
+                addresses: dict[str, int]) -> Callable[..., object]:
+    fast, raw = addresses.values()  # in the order of `symbols`
+    sites = [ErrorSite.from_json(site) for site in metadata["sites"]]  # type: ignore[union-attr]
+    writable = frozenset(metadata["writable"])  # type: ignore[arg-type]
     signature = NativeSignature(name, list(entry.params), entry.return_type, writable, sites)
-    fast, raw = symbols(prefix, entry)
-    return make_entry(signature, addresses[fast], addresses[raw])
+    return make_entry(signature, fast, raw)
+
+
+def _prefix(key: str) -> str:
+    """The prefix of the module's symbols: unique per key, so any number of modules share one process."""
+    return f"iz_{key[:20]}_"
 
 
 def llvm_ir(module: Module, entry: Function, options: CodegenOptions, optimized: bool) -> str:
     """LLVM IR of an (SSA-optimized) module as emitted, or after LLVM's O3."""
     from isozyme.codegen.llvm import emit_llvm
+    from isozyme.runtime import llvm_jit
 
     program = emit_llvm(module, entry, options, "iz_", writable_parameters(module, entry))
     return llvm_jit.optimized_ir(program.ir_text) if optimized else program.ir_text

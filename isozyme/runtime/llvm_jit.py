@@ -1,13 +1,17 @@
 """LLVM through llvmlite's binding layer: the host target, LLVM's O3, object code, and one MCJIT engine.
 
-Imported only when the `llvm` backend is used (the OpenCL path never loads llvmlite). The target machine
-is the host CPU with all its features (`get_host_cpu_name`, `get_host_cpu_features`), so object code is
-only valid on this kind of machine: `host_description()` goes into every cache key.
+Imported only when the `llvm` backend compiles, or loads code that has no shared library (the OpenCL path
+and warm starts from the disk cache never load llvmlite). The target machine is the host CPU with all its
+features (`get_host_cpu_name`, `get_host_cpu_features`), so object code is only valid on this kind of
+machine: `host_description()` says which, and `host_identity.host_description()` identifies the same
+without LLVM for the cache keys.
 
-Compiled modules are emitted as object code (`emit_object`), which is what the disk cache stores, and
-loaded into the process-wide MCJIT engine (`load_object`); a warm start loads the object without parsing
-or optimizing any IR. Symbols are unique per cache key (the codegen prefixes them), so any number of
-modules share the engine. The C library's math functions and `malloc`/`free` are resolved in the process.
+Compiled modules are emitted as position-independent object code (`emit_object`), which
+`shared_library.link` links into a shared library, or, where no library can be made or loaded, as object
+code for the process-wide MCJIT engine (`load_object`), with static relocations: MCJIT's own linker gets
+some position-independent relocations of the large code model wrong (`ffloordiv` of `f32` returned 0.0).
+Symbols are unique per cache key (the codegen prefixes them), so any number of modules share the engine.
+The C library's math functions and `malloc`/`free` are resolved in the process.
 """
 
 from __future__ import annotations
@@ -25,6 +29,10 @@ class LLVMHost:
     """The initialized LLVM state of the process."""
 
     target_machine: llvm.TargetMachine
+    """For MCJIT: the large code model (sections may lie far apart), static relocations."""
+    library_machine: llvm.TargetMachine
+    """For shared libraries: the large code model too (measured on GMM: as fast as MCJIT code, and 10%
+    faster than the small model), position-independent."""
     engine: llvm.ExecutionEngine
     objects: list[llvm.ObjectFileRef]
     """Loaded object files, kept alive with the engine."""
@@ -38,11 +46,12 @@ def host() -> LLVMHost:
     if libm:
         llvm.load_library_permanently(libm)
     target = llvm.Target.from_default_triple()
-    machine = target.create_target_machine(cpu=llvm.get_host_cpu_name(),
-                                           features=llvm.get_host_cpu_features().flatten(),
-                                           opt=3, codemodel="jitdefault")
+    cpu, features = llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
+    machine = target.create_target_machine(cpu=cpu, features=features, opt=3, codemodel="jitdefault")
+    library_machine = target.create_target_machine(cpu=cpu, features=features, opt=3, reloc="pic",
+                                                   codemodel="jitdefault")
     engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), machine)
-    return LLVMHost(machine, engine, [])
+    return LLVMHost(machine, library_machine, engine, [])
 
 
 @functools.cache
@@ -76,9 +85,11 @@ def optimized_ir(ir_text: str) -> str:
     return str(optimize(prepare(ir_text)))
 
 
-def emit_object(module: llvm.ModuleRef) -> bytes:
-    """Object code for the host."""
-    return host().target_machine.emit_object(module)
+def emit_object(module: llvm.ModuleRef, position_independent: bool = False) -> bytes:
+    """Object code for the host: for MCJIT (`load_object`), or position-independent for a shared library.
+    Code generation may change `module`: emit it once."""
+    state = host()
+    return (state.library_machine if position_independent else state.target_machine).emit_object(module)
 
 
 def load_object(data: bytes, symbols: list[str]) -> dict[str, int]:
