@@ -40,7 +40,7 @@ def test_show_cache_lists_the_loop_carried_product_with_its_line_type_and_size()
     name, element, size, where = match.groups()
     assert (name, element) == ("%p", "f64")
     assert "n" in size and "+ 1" in size  # one element per run of the loop header: the trip count + 1
-    assert where.endswith(f"test_autodiff_inspection.py:{_line_of(product, 'for i in range(n)')}")
+    assert where.endswith(f"test_autodiff_inspection.py:{_line_of(product, 'p *= x[i]')}")
 
 
 def test_show_cache_of_a_sum_is_empty() -> None:
