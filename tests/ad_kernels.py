@@ -18,21 +18,17 @@ counted `while` into a counted loop). examples/dot.py's `idot` computes on integ
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
-from types import ModuleType
 
 import numpy as np
+from example_modules import load_example
 
 import isozyme as iz
 from isozyme import Array, f64, i64
 
-EXAMPLES = Path(__file__).parent.parent / "examples"
 SCALE = 0.75
 """A module-level constant, frozen into the kernels that read it."""
 
@@ -934,19 +930,6 @@ def output_and_return(out: Array[f64], x: Array[f64]) -> f64:
 
 
 # --- the examples ----------------------------------------------------------------------------------------
-
-
-def load_example(name: str) -> ModuleType:
-    """Import examples/<name>.py by path, as `isozyme_example_<name>` (the name test_examples.py uses)."""
-    module_name = f"isozyme_example_{name}"
-    if module_name in sys.modules:
-        return sys.modules[module_name]
-    spec = importlib.util.spec_from_file_location(module_name, EXAMPLES / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 dot = load_example("dot")
