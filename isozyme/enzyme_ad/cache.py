@@ -163,7 +163,7 @@ class PrimalValues:
             return False
         if value.op is Op.LOAD:
             root = array_root(value.operands[0])
-            if root is None or root in self.written_roots:
+            if root is None or self.written_roots is None or root in self.written_roots:
                 return False
             return all(self.is_available(index, context, depth + 1) for index in value.operands[1:])
         if value.op not in CHEAP_OPS:
@@ -197,8 +197,11 @@ class PrimalValues:
         for loop in tape.loops:
             if loop in context.counters:
                 indices.append(context.counters[loop])
-            else:  # a finished loop: the header's last run, when the counter equals the trip count
+            elif loop is tape.loops[-1] and loop.header is value.block:
+                # a finished loop: the header's last run, when the counter equals the trip count
                 indices.append(self.lookup(self.frames[loop].trip, context, builder))
+            else:  # SSA dominance rules this out; never guess an iteration
+                raise DifferentiationError(f"internal error: {value.op} is needed outside its loop", value.loc)
         loaded = builder.load(tape.array, _linear_index(builder, indices, tape.extents), name=value.name)
         return builder.icmp_ne(loaded, 0) if value.type == I1 else loaded
 
@@ -369,15 +372,16 @@ def _safe_divisor_or_shift(inst: Instruction) -> bool:
     return amount.value != 0
 
 
-def _written_roots(function: Function) -> set[Value]:
-    """The array roots some store or atomic add of the function writes (None stands for an unknown root)."""
+def _written_roots(function: Function) -> set[Value] | None:
+    """The array roots some store or atomic add of the function writes; None when a write goes through an
+    array of unknown root (a phi of arrays), which may be any array: then no load counts as unwritten."""
     written: set[Value] = set()
     for inst in function.instructions():
-        if inst.op in (Op.STORE, Op.ATOMIC_ADD):
-            root = array_root(inst.operands[1])
-            written.add(root if root is not None else inst.operands[1])
-        elif OP_INFO[inst.op].writes_memory and inst.op is not Op.CALL:
-            raise AssertionError(f"unexpected writing op {inst.op}")
+        if OP_INFO[inst.op].writes_memory:
+            root = array_root(inst.operands[1]) if inst.op is not Op.CALL else None
+            if root is None:
+                return None
+            written.add(root)
     return written
 
 
