@@ -18,6 +18,11 @@ Representation:
     payload there and returns; a caller checks the status after every call and passes failures up.
   - local arrays (`alloc`) are `malloc`/`calloc` blocks with a 16-byte header that chains them; every
     return and error exit frees the chain: they live until the kernel returns (DESIGN 1.2).
+  - a `growable` local array lives behind a descriptor, a stack slot per alloc holding its array value
+    (data pointer and capacity, its extent). The alloc and each `grow` store into it, and every use (the
+    address and bounds check of load, store, atomic_add) loads it where it is: after a grow, the data
+    moved. One slot per alloc instruction is enough, since only the alloc's own value reaches the array
+    (no phi, call or dim: verifier.py), and LLVM's SROA keeps the slot in registers.
 
 Semantics are those of `ssa/semantics.py`: Python floor division and modulo, integer division by zero and
 invalid shifts and conversions raise, `fmin`/`fmax` are Python's `min`/`max`, `pow(x, 2.0)` and
@@ -37,7 +42,7 @@ from llvmlite import ir
 from isozyme.codegen.abi import CodegenOptions
 from isozyme.codegen.error_sites import ErrorSite, register_site
 from isozyme.ssa.cfg import reverse_post_order
-from isozyme.ssa.ir import Block, Constant, Function, Instruction, Module, Value
+from isozyme.ssa.ir import Block, Constant, Function, Instruction, Module, Value, is_growable_alloc
 from isozyme.ssa.ops import Op
 from isozyme.ssa.types import ArrayType, ScalarType, Type
 
@@ -195,6 +200,8 @@ class FunctionEmitter:
         self.blocks: dict[Block, ir.Block] = {}
         self.exits: dict[Block, ir.Block] = {}
         self.alloc_head: ir.Value | None = None
+        self.descriptors: dict[Value, ir.Value] = {}
+        """Each growable alloc's descriptor: a stack slot holding its array value (data, capacity)."""
         self._error_exit: ir.Block | None = None
         self.prologue = self.llvm_fn.append_basic_block("prologue")
         self.builder = ir.IRBuilder(self.prologue)
@@ -205,6 +212,10 @@ class FunctionEmitter:
         if any(inst.op is Op.ALLOC for inst in self.function.instructions()):
             self.alloc_head = self.builder.alloca(POINTER, name="local_arrays")
             self.builder.store(ir.Constant(POINTER, None), self.alloc_head)
+        for inst in self.function.instructions():
+            if is_growable_alloc(inst):
+                slot = self.builder.alloca(register_type(inst.type), name=f"{inst.name or 'tape'}.descriptor")
+                self.descriptors[inst] = slot
         for block in order:
             self.blocks[block] = self.llvm_fn.append_basic_block(block.name or "bb")
         self.builder.branch(self.blocks[self.function.entry])
@@ -246,8 +257,12 @@ class FunctionEmitter:
             self.values[inst] = result
 
     def operand(self, value: Value) -> ir.Value:
+        """The LLVM value of `value` here; a growable array's current data and capacity, from its descriptor."""
         if isinstance(value, Constant):
             return ir.Constant(register_type(value.type), value.value)
+        descriptor = self.descriptors.get(value)
+        if descriptor is not None:
+            return self.builder.load(descriptor, typ=register_type(value.type))
         try:
             return self.values[value]
         except KeyError:
@@ -550,23 +565,36 @@ def _lower_dim(em: FunctionEmitter, inst: Instruction) -> ir.Value:
     return em.builder.extract_value(em.operand(inst.operands[0]), 1 + int(inst.attrs["axis"]))  # type: ignore
 
 
-def _lower_alloc(em: FunctionEmitter, inst: Instruction) -> ir.Value:
-    """A local array: checked extents, one malloc (calloc when `zeroed`) chained for the frees at exit."""
+def _lower_alloc(em: FunctionEmitter, inst: Instruction) -> ir.Value | None:
+    """A local array: checked extents, one malloc (calloc when `zeroed`) chained for the frees at exit. A
+    growable one is stored in its descriptor, which its uses read (`FunctionEmitter.operand`)."""
     b = em.builder
     extents = em.operands(inst)
-    element = inst.type.element  # type: ignore[attr-defined]
     zero = ir.Constant(I64, 0)
     valid = b.icmp_signed(">=", extents[0], zero)
     for extent in extents[1:]:
         valid = b.and_(valid, b.icmp_signed(">=", extent, zero))
     em.check(valid, inst, "negative-extent", extents, rank=len(extents))
+    array = em.make_array(inst.type, [_allocate_local(em, inst, inst, extents), *extents])  # type: ignore[arg-type]
+    descriptor = em.descriptors.get(inst)
+    if descriptor is None:
+        return array
+    b.store(array, descriptor)
+    return None
+
+
+def _allocate_local(em: FunctionEmitter, inst: Instruction, alloc: Instruction, extents: list[ir.Value]) -> ir.Value:
+    """The data pointer of a new block for `extents` (non-negative) elements of `alloc`'s array, allocated
+    as `alloc` says (calloc when `zeroed`) and chained for the frees at exit; out of memory fails `inst`."""
+    b = em.builder
+    element = alloc.type.element  # type: ignore[attr-defined]
     size = ir.Constant(I64, element_size(element))
     overflow: ir.Value = ir.Constant(I1, 0)
     for extent in extents:
         product = b.smul_with_overflow(size, extent)
         size, overflow = b.extract_value(product, 0), b.or_(overflow, b.extract_value(product, 1))
     total = b.add(size, ir.Constant(I64, _ALLOC_HEADER))
-    if "zeroed" in inst.flags:
+    if "zeroed" in alloc.flags:
         calloc = em.module.declare("calloc", ir.FunctionType(POINTER, [I64, I64]))
         block = b.call(calloc, [ir.Constant(I64, 1), total])
     else:
@@ -576,13 +604,38 @@ def _lower_alloc(em: FunctionEmitter, inst: Instruction) -> ir.Value:
     assert em.alloc_head is not None
     b.store(b.load(em.alloc_head, typ=POINTER), b.bitcast(block, ir.PointerType(POINTER)))
     b.store(block, em.alloc_head)
-    data = b.bitcast(b.gep(block, [ir.Constant(I64, _ALLOC_HEADER)], inbounds=True, source_etype=I8),
+    return b.bitcast(b.gep(block, [ir.Constant(I64, _ALLOC_HEADER)], inbounds=True, source_etype=I8),
                      ir.PointerType(storage_type(element)))
-    return em.make_array(inst.type, [data, *extents])  # type: ignore[arg-type]
 
 
 _ALLOC_HEADER = 16
 """Bytes before a local array's data: the link to the previous block (16 keeps the data 16-aligned)."""
+
+
+def _lower_grow(em: FunctionEmitter, inst: Instruction) -> None:
+    """`grow %t, %n`: when n exceeds the capacity, a new chained block of max(n, 2 * capacity) elements
+    takes a copy of the old ones and replaces the old block in %t's descriptor. The old block stays in the
+    chain until the exit, so a grow frees nothing (the blocks sum to less than twice the last one plus the
+    first). A capacity of 2**62 or more would wrap when doubled: n, which exceeds it, is taken instead."""
+    b = em.builder
+    alloc, count = inst.operands
+    assert isinstance(alloc, Instruction)
+    old = em.operand(alloc)
+    data, capacity = b.extract_value(old, 0), b.extract_value(old, 1)
+    wanted = em.operand(count)
+    grow, done = em.llvm_fn.append_basic_block("grow"), em.llvm_fn.append_basic_block("grow.done")
+    branch = b.cbranch(b.icmp_signed(">", wanted, capacity), grow, done)
+    branch.set_weights([1, 1 << 10])
+    b.position_at_end(grow)
+    doubled = b.shl(capacity, ir.Constant(I64, 1))
+    new_capacity = b.select(b.icmp_signed(">", wanted, doubled), wanted, doubled)
+    new_data = _allocate_local(em, inst, alloc, [new_capacity])
+    copied = b.mul(capacity, ir.Constant(I64, element_size(alloc.type.element)))  # type: ignore[attr-defined]
+    memcpy = em.module.declare("llvm.memcpy.p0i8.p0i8.i64", ir.FunctionType(ir.VoidType(), [POINTER, POINTER, I64, I1]))
+    b.call(memcpy, [b.bitcast(new_data, POINTER), b.bitcast(data, POINTER), copied, ir.Constant(I1, 0)])
+    b.store(em.make_array(alloc.type, [new_data, new_capacity]), em.descriptors[alloc])  # type: ignore[arg-type]
+    b.branch(done)
+    b.position_at_end(done)
 
 
 def _lower_call(em: FunctionEmitter, inst: Instruction) -> ir.Value | None:
@@ -682,6 +735,7 @@ LOWERINGS: dict[Op, Lowering] = {
     Op.ATOMIC_ADD: _lower_atomic_add,
     Op.DIM: _lower_dim,
     Op.ALLOC: _lower_alloc,
+    Op.GROW: _lower_grow,
     Op.CALL: _lower_call,
     Op.ASSERT: _lower_assert,
     Op.BR: _lower_br,

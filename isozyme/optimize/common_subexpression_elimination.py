@@ -9,12 +9,12 @@ After cse, no two instructions of these kinds compute the same value where one d
     (`ifloordiv`) are numbered too: when the dominating one did not trap, the later one computes the same.
   - loads, keyed by array value, indices and type. A store makes its value available to later loads of
     the same array and indices (store-to-load forwarding). Availability ends at a store or `atomic_add`
-    to an array that may alias (memory_effects.py), at a call that may write it, and, entering a block with
-    several predecessors, for every array that a block on some path from its immediate dominator to it
-    (not through the dominator; for a loop header: the whole loop) may write.
+    to an array that may alias (memory_effects.py), at a `grow` of it, at a call that may write it, and,
+    entering a block with several predecessors, for every array that a block on some path from its
+    immediate dominator to it (not through the dominator; for a loop header: the whole loop) may write.
 
-Never numbered: `alloc` (every one is a new array), phis, stores, `atomic_add`, `assert`, calls that are not
-`readnone`. Requires verified SSA; keeps it; the CFG is unchanged.
+Never numbered: `alloc` (every one is a new array), phis, stores, `atomic_add`, `grow`, `assert`, calls that
+are not `readnone`. Requires verified SSA; keeps it; the CFG is unchanged.
 """
 
 from __future__ import annotations

@@ -7,10 +7,11 @@ only use is its own increment) go too. Unused loads are deleted although a load 
 as in LLVM and Numba, an out-of-bounds read whose value is never used is not reported.
 
 Before marking, stores into local memory that nothing reads are deleted: when every use of an `alloc` is a
-`store` or `atomic_add` into it, or a `dim` of it (no load, no call or phi taking the array, no `ret` of
-it), its stores and atomic adds go, each `dim` becomes the alloc's extent operand, and the sweep then takes
-the alloc and the values only those stores used. Like unused loads, an out-of-bounds store into such an
-array is not reported. Requires verified SSA; keeps it valid.
+`store` or `atomic_add` into it, a `grow` of it, or a `dim` of it (no load, no call or phi taking the
+array, no `ret` of it), its stores, atomic adds and grows go, each `dim` becomes the alloc's extent operand,
+and the sweep then takes the alloc and the values only those stores used. Like unused loads, an
+out-of-bounds store into such an array is not reported, nor a grow that would run out of memory. A grow
+of an array that is read is an effect and stays. Requires verified SSA; keeps it valid.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ def is_removable(inst: Instruction) -> bool:
     return inst.op is Op.CALL and bool(inst.callee.flags & {"readnone", "readonly"})
 
 
-WRITTEN_ARRAY_OPERAND: dict[Op, int] = {Op.STORE: 1, Op.ATOMIC_ADD: 1}
+WRITTEN_ARRAY_OPERAND: dict[Op, int] = {Op.STORE: 1, Op.ATOMIC_ADD: 1, Op.GROW: 0}
 """Ops that only write an array (their result observes nothing), and the position of that array."""
 
 

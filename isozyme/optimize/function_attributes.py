@@ -13,8 +13,8 @@ trusted, so a flag that stopped holding (or started to) is corrected. Other flag
   "a call touches only the arrays passed to it" (distinct array arguments never alias, DESIGN 1.1).
 
 "Memory the caller can see" is the memory of the array arguments. Memory allocated during the call (the
-function's own `alloc`s, arrays returned by its callees) is private: loads, stores and atomic adds to it do
-not count, nor do calls that are passed only private arrays. A function returning an array is neither
+function's own `alloc`s, arrays returned by its callees) is private: loads, stores, atomic adds and grows of
+it do not count, nor do calls that are passed only private arrays. A function returning an array is neither
 readnone nor readonly: every call may return a new array, so two calls must not be merged into one.
 
 Method: a summary per function, the sets of array parameters it may read and may write. The array operand
@@ -46,6 +46,7 @@ DIRECT_ACCESSES: dict[Op, tuple[int, bool, bool]] = {
     Op.LOAD: (0, True, False),
     Op.STORE: (1, False, True),
     Op.ATOMIC_ADD: (1, True, True),
+    Op.GROW: (0, True, True),  # copies the elements of a local array: private memory (an alloc)
 }
 """Ops that access memory themselves: the operand holding the array, whether it reads, whether it writes."""
 

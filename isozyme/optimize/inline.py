@@ -3,6 +3,8 @@
 After inline, every `call` that was in a function when the pass reached it is gone unless `refusal` names
 a reason to keep it (the rules are the table `REFUSALS`, checked in order):
 
+- `noinline`: the callee has the `noinline` flag (a kernel with a custom derivative: AD must see the call,
+  `enzyme_ad/custom.py`).
 - `recursive`: the callee is on a cycle of the call graph (it calls itself, directly or through others).
   Inlining it would never end; the caller itself is never inlined into itself.
 - `never returns`: the callee has no `ret`, so there is no continuation to branch back to.
@@ -29,7 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from isozyme.optimize.call_graph import bottom_up_components, call_sites, recursive_functions
-from isozyme.ssa.ir import Block, Constant, Function, Instruction, Module, Phi, Value
+from isozyme.ssa.ir import NOINLINE, Block, Constant, Function, Instruction, Module, Phi, Value
 from isozyme.ssa.loops import LoopNest
 from isozyme.ssa.ops import Op
 from isozyme.ssa.types import VOID
@@ -64,6 +66,7 @@ def _hoistable(call: Instruction, context: InlineContext) -> bool:
 
 
 REFUSALS: tuple[tuple[str, Callable[[Instruction, InlineContext], bool]], ...] = (
+    ("noinline", lambda call, context: NOINLINE in call.callee.flags),
     ("recursive", lambda call, context: call.callee in context.recursive),
     ("never returns", lambda call, context: not any(inst.op is Op.RET for inst in call.callee.instructions())),
     ("too big", lambda call, context: cost(call.callee) > context.threshold),

@@ -15,8 +15,9 @@ these rules keeps it there:
     once (`trip_count.loop_runs_at_least_once`: a constant test, or a guard such as loop-canon's). licm
     never speculates a trap into a path that did not run it, so it hoists nothing that may trap out of a
     loop that may run zero times;
-  - stores, `atomic_add`, `alloc` (every iteration needs a new array), `assert`, phis and terminators
-    never move.
+  - stores, `atomic_add`, `alloc` (every iteration needs a new array), `grow`, `assert`, phis and
+    terminators never move. A `grow` in the loop counts as a write of its array (memory_effects.py), so
+    loads of a growable array stay in a loop that grows it.
 
 Loops are visited inner first, so what leaves an inner loop may leave the outer one in the same sweep;
 sweeps repeat until nothing moves. A loop without a preheader gets one (loop-canon's step 1) when something
@@ -42,7 +43,7 @@ from isozyme.ssa.ops import OP_INFO, Op
 from isozyme.ssa.trip_count import is_loop_invariant, loop_runs_at_least_once
 from isozyme.ssa.types import Type
 
-NEVER_HOISTED = frozenset({Op.STORE, Op.ATOMIC_ADD, Op.ALLOC, Op.ASSERT, Op.PHI})
+NEVER_HOISTED = frozenset({Op.STORE, Op.ATOMIC_ADD, Op.ALLOC, Op.GROW, Op.ASSERT, Op.PHI})
 """Ops whose effect or identity belongs to the iteration that runs them."""
 
 SAFE_CONSTANT_OPERAND: dict[Op, Callable[[Type, int], bool]] = {

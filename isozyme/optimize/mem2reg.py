@@ -2,9 +2,10 @@
 
 After mem2reg no promotable `alloc` is left. An alloc is promotable when its extents are non-negative
 constants and each of its uses is a `dim` of it, or a `load`, `store` or `atomic_add` of it at constant
-in-bounds indices. Each element used then becomes a variable of its own (scalar replacement), so the
-slot `%acc = alloc f64[1] zeroed` that AD's adjoint accumulators use becomes a plain f64 value. An alloc
-with any other use (a call or a phi taking the array, a variable or out-of-bounds index) is left alone.
+in-bounds indices, and it is not `growable` (a tape whose extent `grow` changes). Each element used then
+becomes a variable of its own (scalar replacement), so the slot `%acc = alloc f64[1] zeroed` that AD's
+adjoint accumulators use becomes a plain f64 value. An alloc with any other use (a call or a phi taking the
+array, a variable or out-of-bounds index) is left alone.
 
 Construction follows Cytron et al. ("Efficiently computing static single assignment form", 1991): phis go
 at the iterated dominance frontier of the blocks that define an element (its stores and atomic adds, and
@@ -26,7 +27,7 @@ from dataclasses import dataclass, field
 
 from isozyme.ssa.dominators import DominatorTree, dominance_frontiers
 from isozyme.ssa.interpreter import uninitialized_fill
-from isozyme.ssa.ir import Block, Constant, Function, Instruction, Phi, Value
+from isozyme.ssa.ir import Block, Constant, Function, Instruction, Phi, Value, is_growable_alloc
 from isozyme.ssa.ops import Op
 from isozyme.ssa.types import I64, ArrayType, ScalarKind, ScalarType
 
@@ -61,7 +62,7 @@ def _shape(alloc: Instruction) -> tuple[int, ...] | None:
 def promotable_elements(alloc: Instruction) -> set[Element] | None:
     """The elements of `alloc` that are accessed, if it is promotable (module docstring); else None."""
     shape = _shape(alloc)
-    if shape is None:
+    if shape is None or is_growable_alloc(alloc):
         return None
     elements: set[Element] = set()
     for use in alloc.uses:

@@ -10,6 +10,9 @@ A call's effects come from its callee's flags (DESIGN 3): `readnone` reads and w
 writes nothing, `argmemonly` touches only the arrays passed to it. A readonly call reads at most the arrays
 passed to it, since the kernel language has no global memory (DESIGN 1.2). A call that may write and is not
 `argmemonly` is, conservatively, taken to write every array.
+
+A `grow` keeps its array's elements, but moves them to new memory: it counts as a write of its array, so
+loads are neither hoisted over nor forwarded across it.
 """
 
 from __future__ import annotations
@@ -74,6 +77,8 @@ class MemoryWrites:
         """Record the writes of `inst`, if it has any."""
         if inst.op in (Op.STORE, Op.ATOMIC_ADD):
             self._add_array(inst.operands[1])
+        elif inst.op is Op.GROW:  # moves the array's elements to new memory: a write of all of them
+            self._add_array(inst.operands[0])
         elif inst.op is Op.CALL:
             effects = call_effects(inst)
             if effects.writes and not effects.writes_only_arguments:

@@ -137,11 +137,16 @@ class Builder:
     def dim(self, array: Value, axis: int, name: str | None = None) -> Instruction:
         return self.emit(Op.DIM, array, name=name, type=I64, attrs={"axis": axis})
 
-    def alloc(self, element: ScalarType, *extents: Operand, zeroed: bool = False,
+    def alloc(self, element: ScalarType, *extents: Operand, zeroed: bool = False, growable: bool = False,
               name: str | None = None) -> Instruction:
+        """A local array; `growable` (1-D only) lets `grow` enlarge it (interpreter.py)."""
         values = [self._as_value(e, I64) for e in extents]
-        flags = {"zeroed"} if zeroed else set()
+        flags = {flag for flag, wanted in (("zeroed", zeroed), ("growable", growable)) if wanted}
         return self.emit(Op.ALLOC, *values, name=name, type=ArrayType(element, len(values)), flags=flags)
+
+    def grow(self, array: Value, count: Operand) -> Instruction:
+        """`grow %array, %count`: the growable `array` (an alloc's result) gets at least `count` elements."""
+        return self.emit(Op.GROW, array, self._as_value(count, I64), type=VOID)
 
     def call(self, callee: Function, *args: Operand, name: str | None = None) -> Instruction:
         params = [a.type for a in callee.args]

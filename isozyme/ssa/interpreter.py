@@ -20,6 +20,10 @@ Execution model:
   - `alloc` makes a new array (`alloc f64[%n, %m]`): zeros with the `zeroed` flag, otherwise filled with
     a value that makes reads of uninitialised memory visible: nan for floats, the dtype's minimum for
     integers, True for i1. A negative extent raises ValueError.
+  - `grow %t, %n` on a `growable` alloc %t: when n exceeds the extent, %t is rebound to a new array of
+    extent max(n, 2 * extent) holding the old elements first and then what a fresh alloc holds; otherwise
+    (n <= extent, n negative) nothing happens. Bounds checks see the current extent. A grow numpy cannot
+    allocate raises MemoryError, as compiled code does.
   - `assert %c, "msg"` raises AssertionError("msg") when %c is false; `call` interprets the callee.
   - Run-time errors (ZeroDivisionError, ValueError, OverflowError, IndexError, AssertionError) start
     with the instruction's source location (`file:line:col: `) when it has one.
@@ -36,7 +40,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from isozyme.ssa.ir import Block, Constant, Function, Instruction, Phi, Value, canonical_scalar
+from isozyme.ssa.ir import Block, Constant, Function, Instruction, Phi, Value, canonical_scalar, is_growable_alloc
 from isozyme.ssa.ops import Op
 from isozyme.ssa.semantics import SEMANTICS, Scalar, apply_rule, evaluate
 from isozyme.ssa.types import ArrayType, ScalarType
@@ -289,14 +293,37 @@ def uninitialized_fill(element: ScalarType) -> Scalar:
     return True
 
 
+def fresh_memory(alloc: Instruction, shape: tuple[int, ...]) -> np.ndarray:
+    """A new array of `alloc`'s element type and `shape`, as the alloc fills it: zeros when `zeroed`."""
+    element = alloc.type.element  # type: ignore[attr-defined]
+    if "zeroed" in alloc.flags:
+        return np.zeros(shape, dtype=element.numpy_dtype)
+    return np.full(shape, uninitialized_fill(element), dtype=element.numpy_dtype)
+
+
 def _exec_alloc(interp: Interpreter, inst: Instruction, env: Env) -> np.ndarray:
     shape = tuple(_operands(inst, env))
     if any(extent < 0 for extent in shape):  # type: ignore[operator]
         raise ValueError(located(inst, f"alloc: negative extent in shape {shape}"))
-    element = inst.type.element  # type: ignore[attr-defined]
-    if "zeroed" in inst.flags:
-        return np.zeros(shape, dtype=element.numpy_dtype)
-    return np.full(shape, uninitialized_fill(element), dtype=element.numpy_dtype)
+    return fresh_memory(inst, shape)  # type: ignore[arg-type]
+
+
+def _exec_grow(interp: Interpreter, inst: Instruction, env: Env) -> None:
+    """At least `count` elements: the extent becomes max(count, 2 * extent) when count exceeds it."""
+    alloc, count = inst.operands
+    if not is_growable_alloc(alloc):
+        raise InterpreterError(f"grow of %{alloc.name}, which is not a growable alloc")
+    array, wanted = read(env, alloc), read(env, count)
+    extent = array.shape[0]  # type: ignore[union-attr]
+    if wanted <= extent:  # type: ignore[operator]
+        return
+    new_extent = max(wanted, 2 * extent)  # type: ignore[call-overload]
+    try:
+        grown = fresh_memory(alloc, (new_extent,))  # type: ignore[arg-type]
+    except (MemoryError, ValueError):  # numpy: "array is too big", or no memory
+        raise MemoryError(located(inst, f"grow: cannot allocate a local array of shape ({new_extent},)")) from None
+    grown[:extent] = array
+    env[alloc] = grown  # only the alloc's own value reaches a growable array (verifier.py)
 
 
 def _exec_call(interp: Interpreter, inst: Instruction, env: Env) -> RuntimeValue | None:
@@ -319,6 +346,7 @@ _HANDLERS: dict[Op, Handler] = {
     Op.ATOMIC_ADD: _exec_atomic_add,
     Op.DIM: _exec_dim,
     Op.ALLOC: _exec_alloc,
+    Op.GROW: _exec_grow,
     Op.CALL: _exec_call,
     Op.ASSERT: _exec_assert,
 }

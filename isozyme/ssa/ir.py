@@ -219,6 +219,21 @@ class Instruction(Value):
         return f"<Instruction {self.op} {self.name or hex(id(self))}: {self.type}>"
 
 
+GROWABLE = "growable"
+"""The flag of an `alloc` whose array `grow` may enlarge (`%t = alloc f64[16] growable`)."""
+
+NOINLINE = "noinline"
+"""The function flag that keeps every call of the function (the `inline` pass and AD leave them)."""
+
+CUSTOM_VJP_FLAG = "vjp."
+"""Prefix of the function flag naming the function's custom reverse rule, `vjp.<rule>` (enzyme_ad/custom.py)."""
+
+
+def is_growable_alloc(value: Value) -> bool:
+    """Is `value` the result of an `alloc` with the `growable` flag?"""
+    return isinstance(value, Instruction) and value.op is Op.ALLOC and GROWABLE in value.flags
+
+
 @dataclass(eq=False, repr=False)
 class Phi(Instruction):
     """`%v = phi T [bb0: a, bb2: b]`: the value of `a` when control came from bb0, of `b` from bb2."""

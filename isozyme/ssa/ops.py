@@ -99,6 +99,7 @@ class Op(Enum):
     ATOMIC_ADD = "atomic_add"
     DIM = "dim"
     ALLOC = "alloc"
+    GROW = "grow"
     # calls, checks, control flow
     CALL = "call"
     ASSERT = "assert"
@@ -120,6 +121,7 @@ class Syntax(Enum):
     STORE = "op v, %x[%i, ...]"
     DIM = "dim %x, AXIS"
     ALLOC = "alloc T[%n, ...]"
+    GROW = "grow %x, %n"
     CALL = "call @f(a, ...)"
     ASSERT = 'assert %c, "message"'
     PHI = "phi T [bb: v, ...]"
@@ -234,6 +236,9 @@ OP_INFO: dict[Op, OpInfo] = {
                           may_trap=True),
     Op.DIM: OpInfo(Syntax.DIM, "", ResultRule.INDEX, pure=True),
     Op.ALLOC: OpInfo(Syntax.ALLOC, "", ResultRule.EXPLICIT, may_trap=True),  # a negative extent raises
+    # `grow %t, %n`: the growable local array %t gets at least n elements (interpreter.py); it copies the
+    # old elements into a new block, which may fail for want of memory.
+    Op.GROW: OpInfo(Syntax.GROW, "", ResultRule.VOID, reads_memory=True, writes_memory=True, may_trap=True),
     # A call's effects come from its callee's attributes (readnone, readonly, argmemonly).
     Op.CALL: OpInfo(Syntax.CALL, "", ResultRule.CALLEE, reads_memory=True, writes_memory=True, may_trap=True),
     Op.ASSERT: OpInfo(Syntax.ASSERT, "b", ResultRule.VOID, may_trap=True),

@@ -270,6 +270,12 @@ def _read_alloc(r: _LineReader, s: Statement) -> None:
     s.explicit_type = ArrayType(element, max(len(s.operands), 1))
 
 
+def _read_grow(r: _LineReader, s: Statement) -> None:
+    s.operands.append(r.operand())
+    r.expect(",")
+    s.operands.append(r.operand())
+
+
 def _read_call(r: _LineReader, s: Statement) -> None:
     s.attrs["callee"] = r.expect_kind("symbol", "a callee @name")
     r.expect("(")
@@ -320,6 +326,7 @@ READERS = {
     Syntax.STORE: _read_store,
     Syntax.DIM: _read_dim,
     Syntax.ALLOC: _read_alloc,
+    Syntax.GROW: _read_grow,
     Syntax.CALL: _read_call,
     Syntax.ASSERT: _read_assert,
     Syntax.PHI: _read_phi,

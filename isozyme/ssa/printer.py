@@ -168,6 +168,7 @@ PRINTERS: dict[Syntax, Callable[[Instruction, Namer], str]] = {
     Syntax.STORE: _print_store,
     Syntax.DIM: _print_dim,
     Syntax.ALLOC: _print_alloc,
+    Syntax.GROW: _print_operands,
     Syntax.CALL: _print_call,
     Syntax.ASSERT: _print_assert,
     Syntax.PHI: _print_phi,

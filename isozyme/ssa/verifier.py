@@ -13,7 +13,9 @@
 4. phis: incoming blocks are exactly the predecessors, each once, with values of the phi's type;
 5. types: per-op rules from the op table (operand classes, one shared type, derived result type), memory
    ops (array operand, index count and type, stored value type, dim axis), casts, calls (callee in the
-   module, argument count and types, result type), `ret` against the function's return type.
+   module, argument count and types, result type), `ret` against the function's return type; growable
+   allocs (1-d, used only as the array of load, store, atomic_add and grow) and `grow` (its array is a
+   growable alloc itself, never a phi or an argument; its count is i64).
 
 Structural problems stop the check before dominance, which needs well-formed terminators.
 """
@@ -24,7 +26,7 @@ from collections.abc import Callable
 
 from isozyme.ssa.cfg import predecessors
 from isozyme.ssa.dominators import DominatorTree
-from isozyme.ssa.ir import Argument, Block, Constant, Function, Instruction, Module, Phi, Value
+from isozyme.ssa.ir import Argument, Block, Constant, Function, Instruction, Module, Phi, Value, is_growable_alloc
 from isozyme.ssa.ops import CLASS_NAMES, OP_INFO, SHARED_CLASSES, Op, Syntax, result_type, type_in_class
 from isozyme.ssa.printer import Namer
 from isozyme.ssa.types import I1, I64, VOID, ArrayType, Type
@@ -283,7 +285,37 @@ def _check_alloc(v: _FunctionVerifier, inst: Instruction) -> str | None:
     for position, extent in enumerate(inst.operands):
         if extent.type != I64:
             return f"extent {position} must be i64, got {extent.type}"
+    return _check_growable_uses(v, inst) if is_growable_alloc(inst) else None
+
+
+GROWABLE_ARRAY_OPERAND: dict[Op, int] = {Op.LOAD: 0, Op.STORE: 1, Op.ATOMIC_ADD: 1, Op.GROW: 0}
+"""The only uses a growable alloc may have: the array operand (at this position) of these ops. Not `dim`
+(pure, so cse would merge dims across a `grow`), nor phis, calls or `ret` (backends keep the array behind
+a descriptor that only the alloc's own value reaches)."""
+
+
+def _check_growable_uses(v: _FunctionVerifier, inst: Instruction) -> str | None:
+    if inst.type.rank != 1:  # type: ignore[attr-defined]
+        return f"a growable array must be 1-d, got a {inst.type.rank}-d one"  # type: ignore[attr-defined]
+    for use in inst.uses:
+        if GROWABLE_ARRAY_OPERAND.get(use.user.op) != use.index:
+            return (f"a growable array may only be the array operand of load, store, atomic_add or grow; "
+                    f"it is operand {use.index} of {v.describe(use.user)}")
     return None
+
+
+def _check_grow(v: _FunctionVerifier, inst: Instruction) -> str | None:
+    if len(inst.operands) != 2:
+        return f"takes 2 operands, got {len(inst.operands)}"
+    array, count = inst.operands
+    if isinstance(array, Instruction) and array.op is Op.ALLOC and not is_growable_alloc(array):
+        return f"operand 0 {v.name(array)} is an alloc without the growable flag"
+    if not is_growable_alloc(array):
+        what = v.describe(array) if isinstance(array, Instruction) else f"{v.name(array)} of type {array.type}"
+        return f"operand 0 must be a growable alloc, got {what}"
+    if count.type != I64:
+        return f"operand 1 must be i64, got {count.type}"
+    return v.check_result(inst, VOID)
 
 
 def _check_call(v: _FunctionVerifier, inst: Instruction) -> str | None:
@@ -348,6 +380,7 @@ TYPE_CHECKS: dict[Syntax, Callable[[_FunctionVerifier, Instruction], str | None]
     Syntax.STORE: _check_store,
     Syntax.DIM: _check_dim,
     Syntax.ALLOC: _check_alloc,
+    Syntax.GROW: _check_grow,
     Syntax.CALL: _check_call,
     Syntax.ASSERT: _check_assert,
     Syntax.PHI: _check_phi_type,
