@@ -9,11 +9,11 @@ zeros of abs, the branch cut of atan2) by more than the finite-difference steps 
 differences of the undecorated function are accurate there. One kernel may appear with several argument
 makers (one per branch that the arguments select).
 
-Left out, because reverse mode refuses them in this version (a DifferentiationError naming the line, never
-a wrong gradient): active local arrays allocated inside a loop or a branch, `break` and `return` inside a
-loop, loops whose trip count the kernel computes from data (`range(counts[k])`) when their values need
-tapes, and `while` loops, whose trip count is recorded only for `opt="post"` (where loop-canon turns a
-counted `while` into a counted loop). examples/dot.py's `idot` computes on integers only.
+Loops of unknown trip count (`while`, `break`, `return` inside a loop) and active local arrays allocated in
+loops and branches have their own section; their argument makers keep every data-dependent test (loop
+conditions, break conditions) a margin away from flipping. Left out: active local arrays whose size the
+data decides (a DifferentiationError naming the line, tested in test_autodiff_api.py); examples/dot.py's
+`idot` computes on integers only.
 """
 
 from __future__ import annotations
@@ -894,6 +894,212 @@ def local_passed_to_helper(x: Array[f64], a: f64, rounds: i64) -> f64:
         for i in range(len(x)):
             x[i] = x[i] + 0.5 * t[i] * t[i]
         s += sum_of_squares(t)
+    return s
+
+
+# --- loops of unknown trip count, local arrays in loops and branches ----------------------------------------
+
+
+def _with_margin(rng: np.random.Generator, draw: Callable[[np.random.Generator], tuple],
+                 tests: Callable[..., list[float]], margin: float = 0.02) -> tuple:
+    """Arguments from `draw` whose data-dependent tests (`tests(*args)`: the values compared with 0 at every
+    evaluation) all stay `margin` away from 0, so that a finite-difference step flips none of them."""
+    while True:
+        args = draw(rng)
+        if all(abs(t) > margin for t in tests(*args)):
+            return args
+
+
+def _while_product_tests(x: np.ndarray) -> list[float]:
+    p, tests = 1.0, []
+    for xi in x:
+        tests.append(p - 4.0)
+        if p >= 4.0:
+            break
+        p *= xi
+    return tests
+
+
+@case("dup", lambda rng: _with_margin(rng, lambda r: (uniform(r, 1.05, 1.5, 10),), _while_product_tests))
+@iz.kernel
+def while_product(x: Array[f64]) -> f64:
+    p = 1.0
+    i = 0
+    while i < len(x) and p < 4.0:
+        p *= x[i]
+        i += 1
+    return p
+
+
+@case("active", lambda rng: (scalar(rng, 0.5, 20.0),))
+@iz.kernel
+def newton_sqrt(a: f64) -> f64:
+    x = a
+    while abs(x * x - a) > 1e-8 * a:  # the data decides when to stop
+        x = 0.5 * (x + a / x)
+    return 0.5 * (x + a / x)  # one more step: converged to rounding, so the stopping test adds no jump
+
+
+def _break_tests(x: np.ndarray) -> list[float]:
+    return [float(v) - 0.9 for v in x]
+
+
+@case("dup", lambda rng: _with_margin(rng, lambda r: (uniform(r, 0.0, 1.0, 9),), _break_tests))
+@iz.kernel
+def break_at_threshold(x: Array[f64]) -> f64:
+    s = 0.5
+    for i in range(len(x)):
+        if x[i] > 0.9:
+            break
+        s = s * iz.sin(x[i]) + x[i] * x[i]
+    return s
+
+
+def _return_tests(x: np.ndarray, a: float) -> list[float]:
+    s, tests = 1.0, []
+    for xi in x:
+        s = s * math.cos(xi) + a
+        tests.append(s - 0.3)
+        if s < 0.3:
+            break
+    return tests
+
+
+@case("dup active", lambda rng: _with_margin(rng, lambda r: (uniform(r, 0.5, 1.6, 8), scalar(r, -0.1, 0.15)),
+                                             _return_tests))
+@iz.kernel
+def return_in_loop(x: Array[f64], a: f64) -> f64:
+    s = 1.0
+    for i in range(len(x)):
+        s = s * iz.cos(x[i]) + a
+        if s < 0.3:
+            return 2.0 * s
+    return s
+
+
+def _nested_while_tests(x: np.ndarray) -> list[float]:
+    tests = []
+    for i in range(len(x)):
+        t, j = x[i], 0
+        while j < i:
+            tests.append(t - 3.0)
+            if t >= 3.0:
+                break
+            t = t * (1.0 + x[j])
+            j += 1
+    return tests
+
+
+@case("dup", lambda rng: _with_margin(rng, lambda r: (uniform(r, 0.2, 1.0, 8),), _nested_while_tests))
+@iz.kernel
+def while_in_for(x: Array[f64]) -> f64:
+    s = 0.0
+    for i in range(len(x)):
+        t = x[i]
+        j = 0
+        while j < i and t < 3.0:
+            t = t * (1.0 + x[j])
+            j += 1
+        s += t * iz.tanh(t)
+    return s
+
+
+def _while_while_tests(x: np.ndarray, limit: float) -> list[float]:
+    tests, acc, k = [], 0.0, 0
+    while k < len(x):
+        tests.append(acc - limit)
+        if acc >= limit:
+            break
+        t, m = x[k], 0
+        while m < 3:
+            tests.append(t - 2.0)
+            if t >= 2.0:
+                break
+            t = t * 1.5 + x[m]
+            m += 1
+        acc += t
+        k += 1
+    return tests
+
+
+@case("dup active", lambda rng: _with_margin(rng, lambda r: (uniform(r, 0.1, 0.9, 9), scalar(r, 4.0, 9.0)),
+                                             _while_while_tests))
+@iz.kernel
+def while_in_while(x: Array[f64], limit: f64) -> f64:
+    acc = 0.0
+    k = 0
+    while k < len(x) and acc < limit:
+        t = x[k]
+        m = 0
+        while m < 3 and t < 2.0:
+            t = t * 1.5 + x[m]
+            m += 1
+        acc += t * t / limit
+        k += 1
+    return acc
+
+
+def _nested_return_tests(x: np.ndarray) -> list[float]:
+    s, tests = 1.0, []
+    for xi in x:
+        for xj in x:
+            s = s * math.cos(0.5 * xi * xj) + 0.05
+            tests.append(s - 0.2)
+            if s < 0.2:
+                return tests
+    return tests
+
+
+@case("dup", lambda rng: _with_margin(rng, lambda r: (uniform(r, 0.8, 1.6, 6),), _nested_return_tests))
+@iz.kernel
+def return_from_nested_loops(x: Array[f64]) -> f64:
+    s = 1.0
+    for i in range(len(x)):
+        for j in range(len(x)):
+            s = s * iz.cos(0.5 * x[i] * x[j]) + 0.05
+            if s < 0.2:
+                return s * x[j]  # leaves both loops
+    return s
+
+
+@case("dup", lambda rng: (uniform(rng, -1.0, 1.0, 6),))
+@iz.kernel
+def scratch_per_iteration(x: Array[f64]) -> f64:
+    s = 0.0
+    for i in range(len(x)):
+        t = iz.zeros(3, f64)  # a fresh array every iteration; t[2] is read before it is written
+        t[0] = x[i] * x[i]
+        t[1] = iz.sin(t[0]) + t[2]
+        t[2] = t[1] * x[i]
+        s += t[2] + t[0] * s
+    return s
+
+
+@case("dup", lambda rng: (uniform(rng, 0.6, 1.0, 7),))
+@iz.kernel
+def scratch_in_branch(x: Array[f64]) -> f64:
+    s = 0.0
+    n = len(x)
+    if x[0] > 0.5:
+        t = iz.zeros(n, f64)
+        for i in range(n):
+            t[i] = x[i] * 2.0
+        for i in range(n):
+            s += t[i] * t[n - 1 - i]
+    return s
+
+
+@case("dup", lambda rng: (uniform(rng, -1.0, 1.0, 6),))
+@iz.kernel
+def triangular_scratch(x: Array[f64]) -> f64:
+    s = 0.0
+    for i in range(len(x)):
+        t = iz.empty((i + 1, 2), f64)  # its size grows with i: the shadow is as large as the last one
+        for j in range(i + 1):
+            t[j, 0] = x[j] * x[i]
+            t[j, 1] = t[j, 0] + 1.0
+        for j in range(i + 1):
+            s += t[j, 1] * iz.sin(t[j, 0])
     return s
 
 

@@ -44,8 +44,32 @@ def mixed_scalars(a: f64, b: f64, c: f64) -> f64:
 @iz.kernel
 def halving_steps(x: Array[f64]) -> f64:
     s = x[0]
-    while s > 0.1:  # the trip count depends on the data: unknown to reverse mode in this version
+    while s > 0.1:  # the trip count depends on the data: recorded at run time
         s = s * iz.sin(s)
+    return s
+
+
+def halving_steps_derivative(x0: float) -> tuple[float, int]:
+    """d/dx0 of halving_steps by the chain rule, step by step: s' = s sin(s) has ds'/ds = sin(s) + s cos(s);
+    and the number of steps."""
+    s, derivative, steps = x0, 1.0, 0
+    while s > 0.1:
+        derivative *= math.sin(s) + s * math.cos(s)
+        s = s * math.sin(s)
+        steps += 1
+    return derivative, steps
+
+
+@iz.kernel
+def data_sized_scratch(x: Array[f64], n: i64) -> f64:
+    s = 0.0
+    for i in range(n):
+        m = int(x[i] * 3.0) + 1
+        t = iz.zeros(m, f64)  # an active local array whose size the data decides
+        for j in range(m):
+            t[j] = x[i] * j
+        for j in range(m):
+            s += t[j] * t[m - 1 - j]
     return s
 
 
@@ -255,13 +279,26 @@ def _line_of(kernel: iz.Kernel, text: str) -> int:
 
 @pytest.mark.parametrize("opt", ["post", "pre", "none"])
 @pytest.mark.parametrize("backend", ["interp", "llvm"])
-def test_while_loop_with_unknown_trip_count_names_its_line(opt: str, backend: str) -> None:
-    """The loop's values must be taped, and its trip count depends on the data: not differentiable in this
-    version, and the error points at the `while`."""
-    line = _line_of(halving_steps, "while s > 0.1")
+@pytest.mark.parametrize("x0", [0.05, 1.3, 2.9])
+def test_while_loop_with_a_data_dependent_trip_count(opt: str, backend: str, x0: float) -> None:
+    """The loop runs 0, a few or many times, as the data decides: the reverse pass runs it back exactly."""
+    expected, steps = halving_steps_derivative(x0)
+    assert (steps == 0) == (x0 < 0.1)
+    shadow = np.zeros(1)
+    iz.autodiff(halving_steps, iz.Duplicated(np.array([x0]), shadow), opt=opt, backend=backend)
+    assert shadow[0] == pytest.approx(expected, rel=1e-12, abs=1e-300)
+
+
+@pytest.mark.parametrize("opt", ["post", "pre", "none"])
+@pytest.mark.parametrize("backend", ["interp", "llvm"])
+def test_active_local_array_sized_by_the_data_names_its_line(opt: str, backend: str) -> None:
+    """Its shadow would need the largest size over the loop before the loop runs: not differentiable in
+    this version, and the error points at the allocation."""
+    line = _line_of(data_sized_scratch, "iz.zeros(")
     with pytest.raises(iz.DifferentiationError) as error:
-        iz.autodiff(halving_steps, iz.Duplicated(np.array([1.3]), np.zeros(1)), opt=opt, backend=backend)
+        iz.autodiff(data_sized_scratch, iz.Duplicated(np.array([0.5, 1.5]), np.zeros(2)), 2, opt=opt,
+                    backend=backend)
     message = str(error.value)
     assert f"line {line}," in message
-    assert "while s > 0.1" in message
+    assert "iz.zeros(" in message
     assert __file__ in message or "test_autodiff_api.py" in message

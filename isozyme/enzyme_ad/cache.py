@@ -12,23 +12,36 @@ from a reverse block in one of four ways, tried in this order by `PrimalValues.l
    (recursively, a few levels deep): integer and comparison ops, casts, `select`, `fadd fsub fmul fneg fabs
    fmin fmax floor ceil`, `dim`, and a `load` from an array that the function never writes (no store,
    no atomic add to its root anywhere), so memory still holds what the forward pass read.
+   A cheap op whose operands are not all available is still recomputed when they come, through cheap ops,
+   from at most MAX_TAPED_LEAVES loads and phis: those get taped instead (several needed values often
+   share them: `right - q` and `q - left` in a stencil), a simple stand-in for Enzyme's min-cut.
 4. **Taped**: everything else (phis, expensive math, loads of memory that is written, values whose operands
    are not available). A tape is a local array allocated in the entry block (not in the loop's preheader,
-   which a loop guard may skip: the entry dominates every reverse block) with one element per run of
-   `v`'s block: the product over the loops around `v`, outermost first, of their trip counts (plus one for
-   the innermost loop when `v` is in its header, which runs once more than the body). The forward pass
-   stores `v` right after its definition at the index linearized from the loop counters; the reverse pass
-   loads it at the index of the reverse counters. A value outside every loop that does not dominate the
-   return block (it is inside a branch) gets a tape of one element. `i1` values are taped as `i32`.
+   which a loop guard may skip: the entry dominates every reverse block). There are two kinds:
+   - **indexed**, when the trip counts of the loops around `v` are known when the kernel starts: one
+     element per run of `v`'s block, the product over the loops around `v`, outermost first, of their
+     trip counts (plus one for the innermost loop when `v` is in its header, which runs once more than
+     the body). The forward pass stores `v` right after its definition at the index linearized from the
+     loop counters; the reverse pass loads it at the index of the reverse counters. A value outside every
+     loop that does not dominate the return block (it is inside a branch) gets a tape of one element.
+   - **stack**, otherwise (a loop of unknown trip count around `v`, or one whose trip count the kernel
+     computes): a `growable` array (capacity STACK_CAPACITY, doubled by `grow` when full) and a slot
+     counting the runs of `v`'s block (`%<block>.runs`, one per block, incremented at the block's end).
+     The forward pass pushes `v` at the current count; a reverse block reads the top (count - 1); the
+     reverse of `v`'s block pops (decrements the count) when it ends. This is exact for any control
+     flow: the reverse pass runs the reverse of every block run in the opposite order, so when the
+     reverse of a block C that used `v` runs, the runs of `v`'s block popped so far are exactly those
+     made after the run of C, and the top is the run whose `v` C saw (the last one before it).
+   `i1` values are taped as `i32`.
 
-The tape extents must be computable in the entry block (from arguments, constants and `dim`s, re-emitting
+Indexed tape extents are computed in the entry block (from arguments, constants and `dim`s, re-emitting
 the integer ops of the trip count there when it was computed later). A loop nested in loops whose counters
 its trip count depends on (`for j in range(i + 1, n)`) gets the largest trip count over the enclosing
 iteration space as its extent, when the trip count is a monotone function of each counter (then the
-maximum is at a corner: each counter at 0 or at its last value). A loop whose trip count depends on
-values computed inside the kernel and whose values must be taped is a `DifferentiationError` naming the
-loop (growable tapes come with loops of unknown trip count, in the next issue). Accumulators whose
-adjoint does not need their value (`s += x[i]`) never reach the planner, so they get no tape.
+maximum is at a corner: each counter at 0 or at its last value). Anything else takes a stack tape.
+Accumulators whose adjoint does not need their value (`s += x[i]`) never reach the planner, so they get
+no tape. A loop of unknown trip count records it: its exit counts (`prepare.LoopFrame`) are phis the
+reverse pass looks up, so they are taped (once per run of the loop) like any other value.
 """
 
 from __future__ import annotations
@@ -37,7 +50,7 @@ from dataclasses import dataclass, field
 
 from isozyme.enzyme_ad.errors import DifferentiationError
 from isozyme.enzyme_ad.prepare import LoopFrame
-from isozyme.optimize.memory_effects import array_root
+from isozyme.optimize.memory_effects import array_operands, array_root, call_effects
 from isozyme.ssa.builder import Builder
 from isozyme.ssa.dominators import DominatorTree
 from isozyme.ssa.ir import Argument, Block, Constant, Function, Instruction, Phi, Value
@@ -60,6 +73,13 @@ ENTRY_OPS: frozenset[Op] = frozenset({Op.IADD, Op.ISUB, Op.IMUL, Op.INEG, Op.IMI
                                       Op.IFLOORDIV, Op.IFLOORMOD, Op.SHL, Op.ASHR})
 """Integer ops re-emitted in the entry block to size tapes; `//`, `%` and shifts only by a constant that
 cannot trap (the trip count of `range(a, b, 2)`), so that nothing traps there before its turn."""
+
+STACK_CAPACITY = 16
+"""The initial number of elements of a stack tape; it doubles when full."""
+
+MAX_TAPED_LEAVES = 2
+"""A cheap op whose unavailable operands come from at most this many loads and phis is recomputed from
+them (taped) rather than taped itself."""
 
 RECOMPUTE_DEPTH = 6
 """How deep a chain of cheap ops is recomputed before the planner tapes its result instead."""
@@ -89,6 +109,9 @@ class Tape:
     """The extent of each dimension, available in the entry block."""
     size_text: str
     """The number of elements as an expression of the kernel's arguments (`(n + 1) * m`)."""
+    stack_pointer: Instruction | None = None
+    """For a stack tape: the slot counting the runs of the value's block (module docstring); None for an
+    indexed tape."""
 
     @property
     def element(self) -> ScalarType:
@@ -103,9 +126,12 @@ class PrimalValues:
         self.function, self.tree, self.nest, self.frames = function, tree, nest, frames
         self.return_block = return_block
         self.counters = {frame.counter: frame for frame in frames.values()}
-        self.written_roots = _written_roots(function)
+        self.written_roots = written_roots(function)
         self.tapes: dict[Value, Tape] = {}
         """Every tape made, by the value it holds, in creation order."""
+        self.stack_pointers: dict[Block, Instruction] = {}
+        """The stack pointer slot of each block with stack tapes; the reverse pass pops (`pop`) at the
+        end of the block's reverse."""
         self._entry_copies: dict[Value, Value] = {}
         self._memo: dict[tuple[Block | None, Value], Value] = {}
 
@@ -123,21 +149,44 @@ class PrimalValues:
         return self._memo[key]
 
     def _lookup(self, value: Value, context: ReverseContext, builder: Builder) -> Value:
+        assert isinstance(value, Instruction)
         frame = self.counters.get(value)
-        if frame is not None:
+        if frame is not None and (frame.loop in context.counters or frame.trip is not None):
             if frame.loop in context.counters:
                 return context.counters[frame.loop]
-            return self.lookup(frame.trip, context, builder)
-        assert isinstance(value, Instruction)
+            return self.lookup(frame.trip, context, builder)  # type: ignore[arg-type]
         induction = self._induction(value)
         if induction is not None and self.is_available(value, context):
             loop, start, step = induction
-            iteration = context.counters.get(loop) or self.lookup(self.frames[loop].trip, context, builder)
+            iteration = context.counters.get(loop) or self.lookup(self.frames[loop].trip, context, builder)  # type: ignore[arg-type]
             offset = builder.imul(iteration, self.lookup(step, context, builder))
             return builder.iadd(self.lookup(start, context, builder), offset, name=value.name)
-        if self.is_available(value, context):
+        if self.is_available(value, context) or self._cheaper_from_leaves(value, context):
             return self._recompute(value, context, builder)
         return self._load_from_tape(value, context, builder)
+
+    def _cheaper_from_leaves(self, value: Instruction, context: ReverseContext) -> bool:
+        """Is `value` a cheap op better recomputed from the few loads and phis it is made of, taped
+        instead of it? Those sources are often shared by several values the reverse pass needs (`right - q`
+        and `q - left` both of `q`), so taping them tapes fewer elements (way 3 of the module docstring)."""
+        if value.op not in CHEAP_OPS or value.op is Op.DIM:
+            return False
+        leaves: set[Value] = set()
+        if not self._collect_leaves(value, context, leaves, 0):
+            return False
+        return len(leaves) <= MAX_TAPED_LEAVES
+
+    def _collect_leaves(self, value: Value, context: ReverseContext, leaves: set[Value], depth: int) -> bool:
+        if self.is_available(value, context) or value.type.is_array:
+            return True
+        if not isinstance(value, Instruction) or depth >= RECOMPUTE_DEPTH:
+            return False
+        if isinstance(value, Phi) or value.op is Op.LOAD:
+            leaves.add(value)
+            return len(leaves) <= MAX_TAPED_LEAVES
+        if value.op not in CHEAP_OPS:
+            return False
+        return all(self._collect_leaves(operand, context, leaves, depth + 1) for operand in value.operands)
 
     def is_direct(self, value: Value) -> bool:
         """Is `value` usable as it is in every reverse block (way 1)?"""
@@ -152,12 +201,15 @@ class PrimalValues:
             return True
         frame = self.counters.get(value)
         if frame is not None:
-            return frame.loop in context.counters or self.is_available(frame.trip, context, depth + 1)
+            return frame.loop in context.counters or (frame.trip is not None
+                                                      and self.is_available(frame.trip, context, depth + 1))
         if not isinstance(value, Instruction) or depth >= RECOMPUTE_DEPTH:
             return False
         induction = self._induction(value)
         if induction is not None:
-            _, start, step = induction
+            loop, start, step = induction
+            if loop not in context.counters and self.frames[loop].trip is None:
+                return False  # after a loop of unknown trip count: taped
             return self.is_available(start, context, depth + 1) and self.is_available(step, context, depth + 1)
         if isinstance(value, Phi):
             return False
@@ -193,6 +245,10 @@ class PrimalValues:
 
     def _load_from_tape(self, value: Instruction, context: ReverseContext, builder: Builder) -> Value:
         tape = self.tape_of(value)
+        if tape.stack_pointer is not None:  # the top of the stack: the block's run being reversed
+            top = builder.isub(builder.load(tape.stack_pointer, 0), 1)
+            loaded = builder.load(tape.array, top, name=value.name)
+            return builder.icmp_ne(loaded, 0) if value.type == I1 else loaded
         indices = []
         for loop in tape.loops:
             if loop in context.counters:
@@ -215,10 +271,14 @@ class PrimalValues:
         block = value.block
         assert block is not None
         loops = _loops_around(self.nest, block)
+        if any(self.frames[loop].trip is None or self.in_entry(self.frames[loop].trip, loop) is None  # type: ignore[arg-type]
+               for loop in loops):
+            return self._make_stack_tape(value, loops)
         extents, texts = [], []
         for loop in loops:
-            extent = self.in_entry(self.frames[loop].trip, loop)
-            text = describe(self.frames[loop].trip)
+            extent = self.in_entry(self.frames[loop].trip, loop)  # type: ignore[arg-type]
+            assert extent is not None
+            text = describe(self.frames[loop].trip)  # type: ignore[arg-type]
             if extent is not self._entry_copies.get(self.frames[loop].trip, extent) or \
                     self._entry_copy(self.frames[loop].trip, {}) is None:
                 text = f"upper_bound({text})"  # over the iterations of the enclosing loops
@@ -234,14 +294,41 @@ class PrimalValues:
         size_text = " * ".join(texts) if texts else "1"
         return Tape(value, array, loops, extents, size_text)
 
-    def _store_in_forward(self, value: Instruction, array: Value, counters: list[Value],
-                          extents: list[Value]) -> None:
+    def _make_stack_tape(self, value: Instruction, loops: list[Loop]) -> Tape:
+        """A growable tape pushed to on every run of the value's block (module docstring)."""
         block = value.block
         assert block is not None
-        if isinstance(value, Phi):
-            builder = Builder(loc=value.loc).before(block.instructions[block.first_non_phi_index()])
-        else:
-            builder = Builder(loc=value.loc).before(block.instructions[block.instructions.index(value) + 1])
+        pointer = self._stack_pointer(block)
+        element = I32 if value.type == I1 else value.type
+        array = self.entry_builder().alloc(element, STACK_CAPACITY, growable=True,  # type: ignore[arg-type]
+                                           name=f"tape.{value.name or 'v'}")
+        builder = _after(value)
+        position = builder.load(pointer, 0)
+        builder.grow(array, builder.iadd(position, 1))
+        builder.store(builder.cast(Op.ZEXT, value, I32) if value.type == I1 else value, array, position)
+        return Tape(value, array, loops, [], f"runs of {block.name or 'its block'} (grows)", pointer)
+
+    def _stack_pointer(self, block: Block) -> Instruction:
+        """The slot counting the runs of `block`, incremented at its end (made on first use)."""
+        if block not in self.stack_pointers:
+            entry = self.entry_builder()
+            slot = entry.alloc(I64, 1, name=f"{block.name or 'bb'}.runs")
+            entry.store(0, slot, 0)
+            terminator = block.terminator
+            assert terminator is not None
+            builder = Builder(loc=terminator.loc).before(terminator)
+            builder.store(builder.iadd(builder.load(slot, 0), 1), slot, 0)
+            self.stack_pointers[block] = slot
+        return self.stack_pointers[block]
+
+    def pop(self, block: Block, builder: Builder) -> None:
+        """At the end of the reverse of `block`: its stack tapes' tops are done with."""
+        slot = self.stack_pointers[block]
+        builder.store(builder.isub(builder.load(slot, 0), 1), slot, 0)
+
+    def _store_in_forward(self, value: Instruction, array: Value, counters: list[Value],
+                          extents: list[Value]) -> None:
+        builder = _after(value)
         stored = builder.cast(Op.ZEXT, value, I32) if value.type == I1 else value
         builder.store(stored, array, _linear_index(builder, counters, extents))
 
@@ -251,18 +338,21 @@ class PrimalValues:
         assert terminator is not None
         return Builder().before(terminator)
 
-    def in_entry(self, value: Value, loop: Loop) -> Value:
+    def in_entry(self, value: Value, loop: Loop) -> Value | None:
         """`value`, the trip count of `loop`, computed in the entry block (re-emitted there if needed); for
-        a loop nested in loops whose counters it depends on (`range(i + 1, n)`), an upper bound instead."""
+        a loop nested in loops whose counters it depends on (`range(i + 1, n)`), an upper bound instead;
+        None when neither is known when the kernel starts (it depends on values the kernel computes)."""
         copy = self._entry_copy(value, {})
         if copy is None:
-            copy = self._entry_bound(value, loop)
+            copy = self._entry_bound(value, _loops_around(self.nest, loop.header)[:-1])
+        return copy
+
+    def bound_in_entry(self, value: Value, block: Block) -> Value | None:
+        """`value`, an integer computed in `block`, or an upper bound of it over all iterations of the loops
+        around `block`, computed in the entry block (as `in_entry`); None when not known there."""
+        copy = self._entry_copy(value, {})
         if copy is None:
-            header = loop.header.terminator
-            raise DifferentiationError(
-                "cannot differentiate this loop yet: its values must be taped, but its trip count is "
-                "not known when the kernel starts (it depends on values the kernel computes)",
-                header.loc if header is not None else None)
+            copy = self._entry_bound(value, _loops_around(self.nest, block))
         return copy
 
     def _entry_copy(self, value: Value, substitute: dict[Value, Value], depth: int = 0) -> Value | None:
@@ -296,17 +386,17 @@ class PrimalValues:
             self._entry_copies[value] = clone
         return clone
 
-    def _entry_bound(self, value: Value, loop: Loop) -> Value | None:
-        """An upper bound of `value` over all iterations of the loops around `loop`, when `value` is a
-        monotone function of their counters (then its maximum is at a corner of the iteration box: each
-        counter at 0 or at its trip count - 1). None otherwise."""
-        outer = _loops_around(self.nest, loop.header)[:-1]
+    def _entry_bound(self, value: Value, outer: list[Loop]) -> Value | None:
+        """An upper bound of `value` over all iterations of the `outer` loops, when `value` is a monotone
+        function of their counters (then its maximum is at a corner of the iteration box: each counter at
+        0 or at its trip count - 1). None otherwise."""
         counters = [self.frames[o].counter for o in outer]
-        if not outer or any(_direction(value, c, set(counters)) is None for c in counters):
+        if not outer or any(self.frames[o].trip is None for o in outer) \
+                or any(_direction(value, c, set(counters)) is None for c in counters):
             return None
         corners: list[dict[Value, Value]] = [{}]
         for other, counter in zip(outer, counters):
-            last = self._entry_copy(self.frames[other].trip, {})
+            last = self._entry_copy(self.frames[other].trip, {})  # type: ignore[arg-type]
             if last is None:
                 return None
             last = self.entry_builder().isub(last, 1)
@@ -372,17 +462,35 @@ def _safe_divisor_or_shift(inst: Instruction) -> bool:
     return amount.value != 0
 
 
-def _written_roots(function: Function) -> set[Value] | None:
+def written_roots(function: Function) -> set[Value] | None:
     """The array roots some store or atomic add of the function writes; None when a write goes through an
     array of unknown root (a phi of arrays), which may be any array: then no load counts as unwritten."""
     written: set[Value] = set()
     for inst in function.instructions():
-        if OP_INFO[inst.op].writes_memory:
-            root = array_root(inst.operands[1]) if inst.op is not Op.CALL else None
-            if root is None:
+        if not OP_INFO[inst.op].writes_memory:
+            continue
+        if inst.op is Op.CALL:
+            effects = call_effects(inst)
+            if not effects.writes:
+                continue
+            if not effects.writes_only_arguments:
                 return None
-            written.add(root)
+            roots = [array_root(array) for array in array_operands(inst)]
+        else:
+            roots = [array_root(inst.operands[0 if inst.op is Op.GROW else 1])]
+        if None in roots:
+            return None
+        written.update(roots)  # type: ignore[arg-type]
     return written
+
+
+def _after(value: Instruction) -> Builder:
+    """A builder inserting right after `value` (after all phis, for a phi)."""
+    block = value.block
+    assert block is not None
+    if isinstance(value, Phi):
+        return Builder(loc=value.loc).before(block.instructions[block.first_non_phi_index()])
+    return Builder(loc=value.loc).before(block.instructions[block.instructions.index(value) + 1])
 
 
 def _loops_around(nest: LoopNest, block: Block) -> list[Loop]:

@@ -1,6 +1,7 @@
 """Reverse mode: `diffe_<f>`, Enzyme's combined augmented-forward and reverse pass, as one SSA function.
 
-Input: a function prepared by `prepare.py` (no calls, one `ret`, canonical counted loops) and its activity
+Input: a function prepared by `prepare.py` (no calls but those of kernels with a custom reverse rule, one
+`ret`, canonical loops, each with a counter and a trip count or recorded exit counts) and its activity
 (`activity.py`). The function is rewritten in place into `diffe_<f>`:
 
 - **Signature.** Each parameter, followed by its shadow `%d_<x>` when it is a Duplicated array, or by a
@@ -14,9 +15,13 @@ Input: a function prepared by `prepare.py` (no calls, one `ret`, canonical count
   (`rules.py`) of B's active instructions, last to first, then B's phis: their adjoints flow along the
   reversed edges, each edge a block `<B>.rev.<P>` that adds a phi's adjoint to the adjoint of the value
   coming from P. The reverse of B continues at the reverse of the predecessor that control came from:
-  * a loop header: its reverse counts the loop's counter down (`%<h>.rev.iter`: the trip count when
-    entered from the reverse of the exit, then each reversed iteration's index) and goes back to the
-    preheader's reverse at 0, to the latch's otherwise, with the iteration index one less;
+  * a loop header: its reverse counts the loop's counter down and goes back to the preheader's reverse
+    at 0, to the latch's otherwise, with the counter one less. The reverse counter is a slot
+    (`%<h>.rev.iter`, promoted by mem2reg like the adjoints) that every reverse block of the loop reads
+    at its start: the iteration it reverses. Control enters a loop's reverse on the reversed edge of any
+    primal edge that left the loop (from the header, or a `break`/`return` in the body), which sets the
+    counter to the value it had when the loop was left: the trip count of a counted loop, the recorded
+    count (`LoopFrame.exit_counts`, taped) of a loop of unknown trip count;
   * a merge block whose immediate dominator ends in a `cbr` with one predecessor on each side: a `cbr`
     on that condition (looked up like any primal value: recomputed if cheap, else taped);
   * any other merge block: a `cbr` chain on the recorded predecessor phi.
@@ -28,7 +33,14 @@ Input: a function prepared by `prepare.py` (no calls, one `ret`, canonical count
   afterwards, as Enzyme's allocas are.
 
 Memory (DESIGN 5): a Duplicated array and an active local array have a shadow; the memory rules of
-`rules.py` read and write it in the reverse pass with plain loads and stores (the pass is serial).
+`rules.py` read and write it in the reverse pass with plain loads and stores (the pass is serial). A call
+of a kernel with a custom reverse rule (or one that is not inlined) is reversed by a call of its rule
+(`custom.py`). A local
+array allocated once (outside loops, on every path) gets its zeroed shadow next to it. One allocated in a
+loop or a branch gets one shadow in the entry block, as large as its largest run (extents known at entry,
+or bounded over the loops' iterations as tape extents are, else a `DifferentiationError`), and the reverse
+of its `alloc` zeroes the run's extent of it: the adjoint left there belongs to the fresh array's initial
+contents, and must not leak into the previous run's reverse.
 """
 
 from __future__ import annotations
@@ -38,6 +50,7 @@ from dataclasses import dataclass, field
 
 from isozyme.enzyme_ad.activity import Activity, ArgActivity
 from isozyme.enzyme_ad.cache import PrimalValues, ReverseContext, Tape
+from isozyme.enzyme_ad.custom import check_custom_call, custom_rule
 from isozyme.enzyme_ad.errors import DifferentiationError, unsupported
 from isozyme.enzyme_ad.prepare import LoopFrame, loop_frames
 from isozyme.enzyme_ad.rules import REVERSE_RULES
@@ -139,11 +152,15 @@ class _ReverseSynthesis:
         self.primal = PrimalValues(function, self.tree, self.nest, self.frames, return_block)
         self.slots: dict[Value, Instruction] = {}
         self.shadows: dict[Value, Value] = {}
+        self.reused_shadows: set[Instruction] = set()
+        """Local arrays allocated in a loop or a branch: one shadow for all runs, zeroed in the reverse."""
         self.active_outputs: list[tuple[Argument, Argument]] = []
         self.seed: Argument | None = None
         self.reverse: dict[Block, Block] = {}
-        self.reverse_counter: dict[Loop, Phi] = {}
-        self.iteration: dict[Loop, Value] = {}
+        self.counter_slots: dict[Loop, Instruction] = {}
+        self.contexts: dict[Block, ReverseContext] = {}
+        self.branch_point: dict[Block, Block] = {}
+        """For each primal block, the reverse block ending in the branch back (where its pops go)."""
 
     # --- adjoint slots and shadows -------------------------------------------------------------------------
 
@@ -187,6 +204,10 @@ class _ReverseSynthesis:
         self._branch_to_reverse()
         for block in reversed(self.blocks):
             self._fill_reverse_block(block, exit_block)
+        for block in self.primal.stack_pointers:
+            terminator = self.branch_point[block].terminator
+            assert terminator is not None
+            self.primal.pop(block, Builder(loc=terminator.loc).before(terminator))
         self._finish(exit_block)
 
     def _rewrite_signature(self) -> None:
@@ -213,21 +234,34 @@ class _ReverseSynthesis:
             arg.function, arg.index = function, index
 
     def _shadow_local_arrays(self) -> None:
+        """A zeroed shadow for each active local array: next to it when it runs once (outside loops, on
+        every path), else one in the entry block as large as the largest of its runs, which the reverse of
+        each run zeroes again (`_differentiate`)."""
         for inst in list(self.function.instructions()):
-            if inst.op is Op.ALLOC and self.activity.is_active_memory(inst):
-                if not self.primal.is_direct(inst):
-                    raise unsupported(inst, "an active local array must be allocated outside loops and "
-                                      "branches in this version")
+            if inst.op is not Op.ALLOC or not self.activity.is_active_memory(inst):
+                continue
+            element = inst.type.element  # type: ignore[attr-defined]
+            name = f"d_{inst.name or 'local'}"
+            if self.primal.is_direct(inst):
                 builder = Builder(loc=inst.loc).before(inst.block.instructions[inst.block.instructions.index(inst) + 1])
-                self.shadows[inst] = builder.alloc(inst.type.element, *inst.operands, zeroed=True,  # type: ignore[attr-defined]
-                                                   name=f"d_{inst.name or 'local'}")
+                self.shadows[inst] = builder.alloc(element, *inst.operands, zeroed=True, name=name)
+                continue
+            extents = [self.primal.bound_in_entry(extent, inst.block) for extent in inst.operands]  # type: ignore[arg-type]
+            if any(extent is None for extent in extents) or "growable" in inst.flags:
+                raise unsupported(inst, "an active local array allocated in a loop or a branch needs extents "
+                                  "known when the kernel starts, or bounded by the loops' trip counts")
+            builder = self.primal.entry_builder()
+            builder.loc = inst.loc
+            self.shadows[inst] = builder.alloc(element, *[builder.imax(e, 0) for e in extents],  # type: ignore[misc]
+                                               zeroed=True, name=name)
+            self.reused_shadows.add(inst)
 
     def _make_reverse_counters(self) -> None:
         for loop in self.frames:
-            builder = Builder(self.reverse[loop.header])
-            counter = builder.phi(I64, name=f"{loop.header.name or 'loop'}.rev.iter")
-            self.reverse_counter[loop] = counter
-            self.iteration[loop] = builder.isub(counter, 1, name=f"{loop.header.name or 'loop'}.rev.index")
+            builder = self.primal.entry_builder()
+            slot = builder.alloc(I64, 1, name=f"{loop.header.name or 'loop'}.rev.iter")
+            builder.store(0, slot, 0)
+            self.counter_slots[loop] = slot
 
     def _branch_to_reverse(self) -> None:
         ret = self.return_block.terminator
@@ -238,17 +272,21 @@ class _ReverseSynthesis:
 
     # --- the reverse blocks --------------------------------------------------------------------------------
 
-    def _context(self, block: Block) -> ReverseContext:
+    def _context(self, block: Block, builder: Builder) -> ReverseContext:
+        """The iteration of each loop around `block` that its reverse is in: the loop's reverse counter
+        (the value the primal counter had), read at the start of the reverse block."""
         counters: dict[Loop, Value] = {}
         loop = self.nest.loop_of(block)
         while loop is not None:
-            counters[loop] = self.reverse_counter[loop] if loop.header is block else self.iteration[loop]
+            counters[loop] = builder.load(self.counter_slots[loop], 0,
+                                          name=f"{loop.header.name or 'loop'}.rev.iter")
             loop = loop.parent
-        return ReverseContext(block, counters)
+        self.contexts[block] = ReverseContext(block, counters)
+        return self.contexts[block]
 
     def _fill_reverse_block(self, block: Block, exit_block: Block) -> None:
-        context = self._context(block)
         builder = Builder(self.reverse[block])
+        context = self._context(block, builder)
         if block is self.return_block and self.seed is not None and self.return_value is not None \
                 and self.is_active(self.return_value):
             self.add_adjoint(builder, self.return_value, self.seed)
@@ -260,16 +298,110 @@ class _ReverseSynthesis:
         self._branch_back(block, context, builder, phi_adjoints, exit_block)
 
     def _differentiate(self, inst: Instruction, context: ReverseContext, builder: Builder) -> None:
+        builder.loc = inst.loc
+        if inst.op is Op.CALL and custom_rule(inst.callee) is not None:
+            self._custom_call(inst, custom_rule(inst.callee), context, builder)  # type: ignore[arg-type]
+            return
         rule = REVERSE_RULES.get(inst.op)
         if rule is None:
             what = "calls must be inlined first" if inst.op is Op.CALL else "no derivative rule for this op"
             raise unsupported(inst, what)
-        builder.loc = inst.loc
+        if inst in self.reused_shadows:  # the run being reversed began here: its adjoints end here
+            extents = [self.primal.lookup(extent, context, builder) for extent in inst.operands]
+            self._zero_shadow(builder, self.shadows[inst], extents)
+            return
         adjoint = None if inst.type.is_void or inst.type.is_array else self.take_adjoint(builder, inst)
         rule(_RuleContext(self, inst, context, builder), adjoint)
 
-    def _edge(self, block: Block, pred: Block, phi_adjoints: list[tuple[Phi, Value]]) -> Block:
-        """The block on the reversed edge pred -> block: phi adjoints flow to pred's incoming values."""
+    def _custom_call(self, call: Instruction, rule: Function, context: ReverseContext, builder: Builder) -> None:
+        """The reverse of a call of a kernel with a custom reverse rule: a call of the rule (`custom.py`)."""
+        check_custom_call(call, rule, self.primal.written_roots)
+        callee: Function = call.callee  # type: ignore[assignment]
+        operands: list[Value] = []
+        adjoints: list[tuple[Value, Instruction]] = []
+        scratch: list[tuple[Value, list[Value]]] = []
+        for param, value in zip(callee.args, call.operands):
+            if param.type.is_array:
+                if not self.primal.is_direct(value) and not isinstance(value, Argument):
+                    raise unsupported(call, "an array passed to a kernel with a custom derivative must be an "
+                                      "argument or a local array allocated once")
+                operands.append(value)
+                if param.type.element.is_float:  # type: ignore[attr-defined]
+                    shadow = self.shadows.get(value) if self.activity.is_active_memory(value) else None
+                    if shadow is None:
+                        shadow, extents = self._scratch_shadow(value, builder)
+                        scratch.append((shadow, extents))
+                    operands.append(shadow)
+                continue
+            operands.append(self.primal.lookup(value, context, builder))
+            if param.type.is_float:
+                entry = self.primal.entry_builder()
+                slot = entry.alloc(param.type, 1, name=f"d.{param.name or 'arg'}.rule")  # type: ignore[arg-type]
+                builder.store(0.0, slot, 0)
+                operands.append(slot)
+                adjoints.append((value, slot))
+        if callee.return_type.is_float:
+            active = self.is_active(call)
+            operands.append(self.take_adjoint(builder, call) if active else Constant(callee.return_type, 0.0))
+        builder.call(rule, *operands)
+        for value, slot in adjoints:
+            if self.is_active(value):
+                self.add_adjoint(builder, value, builder.load(slot, 0))
+        for shadow, extents in scratch:
+            self._zero_shadow(builder, shadow, extents)
+
+    def _scratch_shadow(self, array: Value, builder: Builder) -> tuple[Value, list[Value]]:
+        """A zeroed array shaped like `array` (an argument or a local array allocated once), allocated in
+        the entry block, for a rule to write the adjoint of a Const array into; and its extents."""
+        rank = array.type.rank  # type: ignore[attr-defined]
+        if isinstance(array, Argument):
+            entry = self.primal.entry_builder()
+            extents = [entry.dim(array, axis) for axis in range(rank)]
+            shadow = entry.alloc(array.type.element, *extents, zeroed=True, name=f"d_{array.name}.scratch")  # type: ignore[attr-defined]
+            return shadow, extents
+        extents = [builder.dim(array, axis) for axis in range(rank)]
+        bounds = [self.primal.bound_in_entry(extent, array.block) for extent in array.operands]  # type: ignore[attr-defined]
+        if any(bound is None for bound in bounds):
+            raise unsupported(array, "a Const local array passed to a kernel with a custom derivative needs "  # type: ignore[arg-type]
+                              "extents known when the kernel starts")
+        entry = self.primal.entry_builder()
+        shadow = entry.alloc(array.type.element, *[entry.imax(b, 0) for b in bounds], zeroed=True,  # type: ignore[attr-defined, misc]
+                             name=f"d_{array.name or 'local'}.scratch")
+        return shadow, extents
+
+    def _zero_shadow(self, builder: Builder, shadow: Value, extents: list[Value]) -> None:
+        """Zero shadow[0:e0, 0:e1, ...]: a loop nest emitted at `builder`, which continues after it."""
+        start = builder.block
+        assert start is not None
+        indices: list[Value] = []
+        exits: list[tuple[Block, Phi, Value]] = []
+        after = start
+        for depth, extent in enumerate(extents):
+            header = self.function.add_block(f"{start.name}.zero{depth}", after=after)
+            body = self.function.add_block(f"{start.name}.zero{depth}.body", after=header)
+            preheader = builder.block
+            builder.br(header)
+            builder.at_end(header)
+            index = builder.phi(I64, [(preheader, 0)], name=f"zero.i{depth}")  # type: ignore[list-item]
+            exits.append((header, index, extent))
+            indices.append(index)
+            after = body
+            builder.cbr(builder.icmp_slt(index, extent), body, header)  # the false target is patched below
+            builder.at_end(body)
+        builder.store(0.0 if shadow.type.element.is_float else 0, shadow, *indices)  # type: ignore[attr-defined]
+        for header, index, _ in reversed(exits):
+            index.add_incoming(builder.block, builder.iadd(index, 1))  # type: ignore[arg-type]
+            builder.br(header)
+            done = self.function.add_block(f"{header.name}.done", after=builder.block)
+            terminator = header.terminator
+            assert terminator is not None
+            terminator.replace_successor(header, done)
+            builder.at_end(done)
+
+    def _edge(self, block: Block, pred: Block, phi_adjoints: list[tuple[Phi, Value]],
+              counters: list[tuple[Loop, Value]]) -> Block:
+        """The block on the reversed edge pred -> block: phi adjoints flow to pred's incoming values, and
+        `counters` are the reverse counters of the loops the reverse pass enters (or goes round again)."""
         edge = self.function.add_block(f"{self.reverse[block].name}.{pred.name or 'bb'}",
                                        after=self.reverse[block])
         builder = Builder(edge)
@@ -277,49 +409,63 @@ class _ReverseSynthesis:
             incoming = phi.incoming_value(pred)
             if self.is_active(incoming):
                 self.add_adjoint(builder, incoming, adjoint)
-        header_frame = self.headers.get(pred)
-        if header_frame is not None:  # entering the reverse of pred's loop, or going round it again
-            loop = header_frame.loop
-            if block in loop:
-                value = self.iteration[loop]
-            else:
-                value = self.primal.lookup(header_frame.trip, self._context(block), builder)
-            self.reverse_counter[loop].add_incoming(edge, value)
+        for loop, counter in counters:
+            builder.store(counter, self.counter_slots[loop], 0)
         builder.br(self.reverse[pred])
         return edge
+
+    def _loops_entered(self, block: Block, pred: Block, context: ReverseContext,
+                       builder: Builder) -> list[tuple[Loop, Value]]:
+        """The loops that the primal edge pred -> block leaves, each with the value its counter had then:
+        a counted loop leaves from its header when the counter equals the trip count; a loop of unknown
+        trip count recorded it in the exit block (`LoopFrame.exit_counts`)."""
+        entered = []
+        loop = self.nest.loop_of(pred)
+        while loop is not None and block not in loop:
+            frame = self.frames[loop]
+            count = frame.trip if frame.trip is not None else frame.exit_counts[block]
+            entered.append((loop, self.primal.lookup(count, context, builder)))
+            loop = loop.parent
+        return entered
 
     def _branch_back(self, block: Block, context: ReverseContext, builder: Builder,
                      phi_adjoints: list[tuple[Phi, Value]], exit_block: Block) -> None:
         preds = self.preds[block]
+        entered = {pred: self._loops_entered(block, pred, context, builder) for pred in preds}
+        self.branch_point[block] = builder.block  # type: ignore[assignment]
         if block is self.function.entry:
             builder.br(exit_block)
         elif block in self.headers:
             loop = self.headers[block].loop
-            first_run = builder.icmp_eq(self.reverse_counter[loop], 0)
+            iteration = context.counters[loop]
+            first_run = builder.icmp_eq(iteration, 0)
+            previous = builder.isub(iteration, 1, name=f"{block.name or 'loop'}.rev.index")
             preheader, latch = loop.preheader, loop.latches[0]
             assert preheader is not None
-            builder.cbr(first_run, self._edge(block, preheader, phi_adjoints),
-                        self._edge(block, latch, phi_adjoints))
+            builder.cbr(first_run, self._edge(block, preheader, phi_adjoints, entered[preheader]),
+                        self._edge(block, latch, phi_adjoints, [(loop, previous), *entered[latch]]))
         elif len(preds) == 1:
-            builder.br(self._edge(block, preds[0], phi_adjoints))
+            builder.br(self._edge(block, preds[0], phi_adjoints, entered[preds[0]]))
         else:
-            self._branch_to_predecessor(block, context, builder, phi_adjoints, preds)
+            self._branch_to_predecessor(block, context, builder, phi_adjoints, preds, entered)
 
     def _branch_to_predecessor(self, block: Block, context: ReverseContext, builder: Builder,
-                               phi_adjoints: list[tuple[Phi, Value]], preds: list[Block]) -> None:
+                               phi_adjoints: list[tuple[Phi, Value]], preds: list[Block],
+                               entered: dict[Block, list[tuple[Loop, Value]]]) -> None:
         sides = self._branch_sides(block, preds)
         if sides is not None:
             condition, if_true, if_false = sides
             builder.cbr(self.primal.lookup(condition, context, builder),
-                        self._edge(block, if_true, phi_adjoints), self._edge(block, if_false, phi_adjoints))
+                        self._edge(block, if_true, phi_adjoints, entered[if_true]),
+                        self._edge(block, if_false, phi_adjoints, entered[if_false]))
             return
         came_from = self.primal.lookup(self._record_predecessor(block, preds), context, builder)
         for index, pred in enumerate(preds[:-1]):
             test = builder.icmp_eq(came_from, index)
             otherwise = self.function.add_block(f"{self.reverse[block].name}.not{index}", after=builder.block)
-            builder.cbr(test, self._edge(block, pred, phi_adjoints), otherwise)
+            builder.cbr(test, self._edge(block, pred, phi_adjoints, entered[pred]), otherwise)
             builder.at_end(otherwise)
-        builder.br(self._edge(block, preds[-1], phi_adjoints))
+        builder.br(self._edge(block, preds[-1], phi_adjoints, entered[preds[-1]]))
 
     def _branch_sides(self, block: Block, preds: list[Block]) -> tuple[Value, Block, Block] | None:
         """The immediate dominator's condition and the predecessor on its true and false side, if that

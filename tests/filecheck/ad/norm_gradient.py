@@ -17,8 +17,8 @@
 # POST:       {{^}}for.header.rev:
 # POST-NOT:     mag.for.header.rev
 # POST:         %for.header.rev.index = isub
-# POST:         cbr %{{[a-z0-9_.]+}}, for.header.rev.mag.for.end, for.body.rev
-# POST:       {{^}}for.header.rev.mag.for.end:
+# POST:         cbr %{{[a-z0-9_.]+}}, mag.for.end.rev, for.body.rev
+# POST:       {{^}}mag.for.end.rev:
 # POST:       {{^}}mag.for.header.rev:
 # POST:         cbr %{{[a-z0-9_.]+}}, exit, mag.for.header.rev.mag.for.body
 

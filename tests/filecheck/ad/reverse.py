@@ -44,8 +44,8 @@ def relu3(x: Array[f64], n: i64) -> f64:
 # SUM-LABEL: func @diffe_total(%x: f64[?], %d_x: f64[?], %n: i64, %differet: f64) -> f64
 # SUM-NOT:     alloc
 # SUM:       {{^}}for.header.rev:
-# SUM:         %for.header.rev.iter = iadd %trip, %{{[a-z0-9_.]+}}
-# SUM-NEXT:    %for.header.rev.index = isub %for.header.rev.iter, 1
+# SUM-NEXT:    %for.header.rev.iter = phi i64 [for.header.rev.for.body: %for.header.rev.index, for.end: %trip]
+# SUM:         %for.header.rev.index = isub %for.header.rev.iter, 1
 # SUM:         %[[D:[a-z0-9_.]+]] = load %d_x[%for.header.rev.index]
 # SUM-NEXT:    %[[SUM:[a-z0-9_.]+]] = fadd %[[D]], %differet
 # SUM-NEXT:    store %[[SUM]], %d_x[%for.header.rev.index]
