@@ -12,7 +12,7 @@ from isozyme.enzyme_ad.errors import DifferentiationError
 from isozyme.frontend.annotations import Array, boolean, f32, f64, i32, i64
 from isozyme.frontend.diagnostics import CompileError
 from isozyme.frontend.intrinsics import MATH_FUNCTIONS, empty, prange, zeros
-from isozyme.runtime.autodiff import Active, Const, Duplicated, autodiff, grad, show_cache
+from isozyme.runtime.autodiff import Active, Const, Duplicated, autodiff, fwddiff, grad, hvp, show_cache
 from isozyme.runtime.kernel import Kernel, kernel, show_ir
 from isozyme.version import VERSION
 
@@ -42,6 +42,6 @@ __version__ = VERSION
 __all__ = [
     "Active", "Array", "CompileError", "Const", "DifferentiationError", "Duplicated", "Kernel", "acos", "asin",
     "atan", "atan2", "autodiff", "boolean", "ceil", "cos", "cosh", "empty", "erf", "exp", "expm1", "f32", "f64",
-    "fabs", "floor", "grad", "i32", "i64", "kernel", "log", "log1p", "pow", "prange", "show_cache", "show_ir",
-    "sin", "sinh", "sqrt", "tan", "tanh", "zeros",
+    "fabs", "floor", "fwddiff", "grad", "hvp", "i32", "i64", "kernel", "log", "log1p", "pow", "prange",
+    "show_cache", "show_ir", "sin", "sinh", "sqrt", "tan", "tanh", "zeros",
 ]

@@ -6,7 +6,8 @@
         the timing table go to stderr
     isozyme run FILE.ir @f ARG... [--step-limit N]
         interpret @f on the arguments and print its return value, then every array argument it changed
-    isozyme ir FILE.py[:kernel] [--stage ssa|opt|llvm|llvm-opt] [-O PIPELINE]
+    isozyme ir FILE.py[:kernel] [--stage ssa|opt|grad|grad-opt|fwd|fwd-opt|llvm|llvm-opt] [-O PIPELINE]
+                                [--activity const,dup,...]
         print the IR of the kernels of a Python file at a stage of the compiler
 
 Arguments of `run` are Python literals read by the parameter's type: `3`, `2.5`, `true`, and nested
@@ -146,12 +147,13 @@ def build_parser() -> argparse.ArgumentParser:
     ir.add_argument("kernel", help="FILE.py:kernel, or FILE.py for all its kernels")
     ir.add_argument("--stage", default="ssa", choices=STAGES,
                     help="ssa: as lowered; opt: optimized; grad, grad-opt: the reverse-mode gradient diffe_f "
-                         "right after AD and optimized; llvm: LLVM IR as emitted; llvm-opt: after LLVM's O3")
+                         "right after AD and optimized; fwd, fwd-opt: the same for forward mode (fwddiffe_f); "
+                         "llvm: LLVM IR as emitted; llvm-opt: after LLVM's O3")
     ir.add_argument("-O", "--opt", default=None,
-                    help="the pipeline of --stage opt (default O2); for the grad stages: post, pre or none "
+                    help="the pipeline of --stage opt (default O2); for the grad and fwd stages: post, pre or none "
                          "(default post)")
     ir.add_argument("--activity", default=None, type=lambda text: tuple(text.split(",")),
-                    help="for the grad stages: const, dup or active per parameter, comma-separated")
+                    help="for the grad and fwd stages: const, dup or active per parameter, comma-separated")
     ir.set_defaults(handler=command_ir)
     return parser
 

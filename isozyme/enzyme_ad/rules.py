@@ -1,4 +1,5 @@
-"""The derivative rule table: one reverse rule per differentiable op (DESIGN 5, STYLE 8: rules are data).
+"""The derivative rule table: one reverse rule and one tangent rule per differentiable op (DESIGN 5, STYLE 8:
+rules are data). The tangent rules of forward mode (`TANGENT_RULES`) are the last section of this file.
 
 A reverse rule receives a `RuleContext` for one active instruction and the adjoint `d` of its result (for
 `store` and `atomic_add`, which have none: None) and adds each active operand's contribution with
@@ -28,7 +29,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from isozyme.ssa.builder import Builder
-from isozyme.ssa.ir import Instruction, Value
+from isozyme.ssa.ir import Constant, Instruction, Value
 from isozyme.ssa.ops import Op
 
 TWO_OVER_SQRT_PI = 1.1283791670955126
@@ -256,3 +257,237 @@ REVERSE_RULES: dict[Op, ReverseRule] = {
 }
 """The reverse rule of every differentiable op; `phi` is handled by the reverse pass (adjoint flow along
 the reversed edges), `call` by inlining first."""
+
+
+# === forward mode: tangent rules ===============================================================================
+#
+# A tangent rule receives a `TangentContext` for one active instruction and returns the tangent of its result
+# (for an array result, its shadow), or None where that tangent is zero (or the op has no result: `store`,
+# `atomic_add`). It reads the operands' tangents through `t.tangent(i)`, None for an operand that carries none,
+# so a rule emits only the terms that can be nonzero. The forward pass inserts the rule's code right after
+# the instruction. The edge choices are those of the reverse rules above (module docstring): `fabs` at 0
+# has slope 0, `min`/`max`/`select` pass on the tangent of the operand they returned (a tie: the first),
+# `pow` has no nan at `x == 0` for `y == 0` (and takes `log(0)` as 0), `floor`, `ceil`, `//` have slope 0.
+
+
+class TangentContext(Protocol):
+    """What a tangent rule may use (implemented by the forward pass)."""
+
+    b: Builder
+    """Emits the rule's code right after the primal instruction."""
+    inst: Instruction
+    """The primal instruction being differentiated."""
+
+    def operand(self, index: int) -> Value:
+        """Primal operand `index`."""
+
+    def active(self, index: int) -> bool:
+        """Does operand `index` carry a derivative?"""
+
+    def tangent(self, index: int) -> Value | None:
+        """The tangent of scalar operand `index`; None when it is not active (its tangent is zero)."""
+
+    def shadow(self, index: int) -> Value:
+        """The shadow of array operand `index`."""
+
+
+TangentRule = Callable[[TangentContext], "Value | None"]
+
+
+def _scaled(b: Builder, tangent: Value | None, factor: Value) -> Value | None:
+    return None if tangent is None else b.fmul(tangent, factor)
+
+
+def _negated(b: Builder, tangent: Value | None) -> Value | None:
+    return None if tangent is None else b.fneg(tangent)
+
+
+def _sum(b: Builder, *terms: Value | None) -> Value | None:
+    """The sum of the nonzero terms; None when every term is zero."""
+    present = [term for term in terms if term is not None]
+    if not present:
+        return None
+    total = present[0]
+    for term in present[1:]:
+        total = b.fadd(total, term)
+    return total
+
+
+def _difference(b: Builder, a: Value | None, c: Value | None) -> Value | None:
+    if c is None:
+        return a
+    return b.fneg(c) if a is None else b.fsub(a, c)
+
+
+def _tangent_fadd(t: TangentContext) -> Value | None:
+    return _sum(t.b, t.tangent(0), t.tangent(1))
+
+
+def _tangent_fsub(t: TangentContext) -> Value | None:
+    return _difference(t.b, t.tangent(0), t.tangent(1))
+
+
+def _tangent_fmul(t: TangentContext) -> Value | None:
+    return _sum(t.b, _scaled(t.b, t.tangent(0), t.operand(1)), _scaled(t.b, t.tangent(1), t.operand(0)))
+
+
+def _tangent_fdiv(t: TangentContext) -> Value | None:
+    """q = a / b: dq = (da - q * db) / b."""
+    b = t.b
+    numerator = _difference(b, t.tangent(0), _scaled(b, t.tangent(1), t.inst))
+    return None if numerator is None else b.fdiv(numerator, t.operand(1))
+
+
+def _tangent_fneg(t: TangentContext) -> Value | None:
+    return _negated(t.b, t.tangent(0))
+
+
+def _tangent_ffloormod(t: TangentContext) -> Value | None:
+    """a % b = a - floor(a / b) * b, floor piecewise constant."""
+    b = t.b
+    db = t.tangent(1)
+    return _difference(b, t.tangent(0), None if db is None else b.fmul(db, b.ffloordiv(t.operand(0), t.operand(1))))
+
+
+def _tangent_zero(t: TangentContext) -> Value | None:
+    """A piecewise constant function: tangent zero."""
+    return None
+
+
+def _chosen(t: TangentContext, first_taken: Value, first: int, second: int) -> Value | None:
+    """The tangent of operand `first` where `first_taken`, else that of operand `second`."""
+    d_first, d_second = t.tangent(first), t.tangent(second)
+    if d_first is None and d_second is None:
+        return None
+    zero = Constant(t.inst.type, 0.0)
+    return t.b.select(first_taken, zero if d_first is None else d_first, zero if d_second is None else d_second)
+
+
+def _tangent_select(t: TangentContext) -> Value | None:
+    return _chosen(t, t.operand(0), 1, 2)
+
+
+def _tangent_fmin(t: TangentContext) -> Value | None:
+    """Python's min(a, b) is b if b < a else a."""
+    if t.tangent(0) is None and t.tangent(1) is None:
+        return None
+    return _chosen(t, t.b.fcmp_olt(t.operand(1), t.operand(0)), 1, 0)
+
+
+def _tangent_fmax(t: TangentContext) -> Value | None:
+    """Python's max(a, b) is b if b > a else a."""
+    if t.tangent(0) is None and t.tangent(1) is None:
+        return None
+    return _chosen(t, t.b.fcmp_ogt(t.operand(1), t.operand(0)), 1, 0)
+
+
+def _tangent_fabs(t: TangentContext) -> Value | None:
+    b, d = t.b, t.tangent(0)
+    if d is None:
+        return None
+    x = t.operand(0)
+    signed = b.select(b.fcmp_olt(x, 0.0), b.fneg(d), d)
+    return b.select(b.fcmp_oeq(x, 0.0), 0.0, signed)
+
+
+def _tangent_pow(t: TangentContext) -> Value | None:
+    b = t.b
+    x, y = t.operand(0), t.operand(1)
+    d_base = d_exponent = None
+    if t.tangent(0) is not None:
+        slope = b.fmul(y, b.pow(x, b.fsub(y, 1.0)))
+        d_base = b.fmul(t.tangent(0), b.select(b.fcmp_oeq(y, 0.0), 0.0, slope))
+    if t.tangent(1) is not None:
+        safe_x = b.select(b.fcmp_oeq(x, 0.0), 1.0, x)
+        d_exponent = b.fmul(t.tangent(1), b.fmul(t.inst, b.log(safe_x)))
+    return _sum(b, d_base, d_exponent)
+
+
+def _tangent_atan2(t: TangentContext) -> Value | None:
+    """z = atan2(y, x): dz = (x dy - y dx) / (x*x + y*y)."""
+    b = t.b
+    y, x = t.operand(0), t.operand(1)
+    numerator = _difference(b, _scaled(b, t.tangent(0), x), _scaled(b, t.tangent(1), y))
+    return None if numerator is None else b.fdiv(numerator, b.fadd(b.fmul(x, x), b.fmul(y, y)))
+
+
+def _tangent_cast(t: TangentContext) -> Value | None:
+    """fpext/fptrunc: the tangent converted like the value."""
+    d = t.tangent(0)
+    return None if d is None else t.b.cast(t.inst.op, d, t.inst.type)  # type: ignore[arg-type]
+
+
+def _tangent_unary(derivative: Derivative) -> TangentRule:
+    def rule(t: TangentContext) -> Value | None:
+        d = t.tangent(0)
+        return None if d is None else t.b.fmul(d, derivative(t.b, lambda: t.operand(0), lambda: t.inst))
+    return rule
+
+
+def _tangent_load(t: TangentContext) -> Value | None:
+    return t.b.load(t.shadow(0), *t.inst.operands[1:])
+
+
+def _tangent_store(t: TangentContext) -> Value | None:
+    """The stored value's tangent goes to the shadow (0 for a constant: the old tangent is overwritten)."""
+    d = t.tangent(0)
+    t.b.store(0.0 if d is None else d, t.shadow(1), *t.inst.operands[2:])
+    return None
+
+
+def _tangent_atomic_add(t: TangentContext) -> Value | None:
+    d = t.tangent(0)
+    if d is not None:
+        t.b.atomic_add(d, t.shadow(1), *t.inst.operands[2:])
+    return None
+
+
+def _tangent_alloc(t: TangentContext) -> Value | None:
+    """An active local array: a shadow of the same extents and flags (`growable` too), zeroed."""
+    inst = t.inst
+    shadow = Instruction(inst.type, op=Op.ALLOC, operands=inst.operands, attrs=dict(inst.attrs),
+                         flags=inst.flags | {"zeroed"}, name=f"d_{inst.name or 'local'}")
+    return t.b.insert(shadow)
+
+
+def _tangent_mirror(t: TangentContext) -> Value | None:
+    """An op that reshapes an active array (`grow`): the same op on its shadow; an array result's shadow
+    is the mirrored op's result."""
+    inst = t.inst
+    operands = tuple(t.shadow(i) if v.type.is_array else v for i, v in enumerate(inst.operands))
+    mirrored = t.b.insert(Instruction(inst.type, op=inst.op, operands=operands, attrs=dict(inst.attrs),
+                                      flags=set(inst.flags)))
+    return mirrored if inst.type.is_array else None
+
+
+MIRRORED_OPS: frozenset[Op] = frozenset({Op.GROW})
+"""Ops that change an array's extent rather than its contents: the forward pass repeats them on the
+array's shadow, whatever the activity of their other operands (`grow` of a growable tape)."""
+
+TANGENT_RULES: dict[Op, TangentRule] = {
+    Op.FADD: _tangent_fadd,
+    Op.FSUB: _tangent_fsub,
+    Op.FMUL: _tangent_fmul,
+    Op.FDIV: _tangent_fdiv,
+    Op.FNEG: _tangent_fneg,
+    Op.FFLOORDIV: _tangent_zero,
+    Op.FFLOORMOD: _tangent_ffloormod,
+    Op.FMIN: _tangent_fmin,
+    Op.FMAX: _tangent_fmax,
+    Op.FABS: _tangent_fabs,
+    Op.FLOOR: _tangent_zero,
+    Op.CEIL: _tangent_zero,
+    Op.SELECT: _tangent_select,
+    Op.POW: _tangent_pow,
+    Op.ATAN2: _tangent_atan2,
+    Op.FPEXT: _tangent_cast,
+    Op.FPTRUNC: _tangent_cast,
+    **{op: _tangent_unary(derivative) for op, derivative in UNARY_DERIVATIVES.items()},
+    Op.LOAD: _tangent_load,
+    Op.STORE: _tangent_store,
+    Op.ATOMIC_ADD: _tangent_atomic_add,
+    Op.ALLOC: _tangent_alloc,
+    **{op: _tangent_mirror for op in MIRRORED_OPS},
+}
+"""The tangent rule of every differentiable op; `phi` is handled by the forward pass (a phi of tangents),
+`call` by inlining first."""

@@ -25,7 +25,7 @@ from isozyme.frontend.diagnostics import CompileError, KernelSource
 from isozyme.frontend.lowering import MISSING, KernelLowering
 from isozyme.frontend.ssa_construction import WidenVariable
 from isozyme.ssa.builder import make_function
-from isozyme.ssa.ir import Function, Module
+from isozyme.ssa.ir import CUSTOM_JVP_FLAG, CUSTOM_VJP_FLAG, NOINLINE, Function, Module
 from isozyme.ssa.types import VOID, Type
 
 MAX_TYPE_ROUNDS = 64
@@ -121,6 +121,13 @@ class ModuleCompiler:
             self.in_progress.pop()
         self.module.add(function)
         self.functions[definition] = function
+        if definition.options.get("inline") is False:
+            function.flags.add(NOINLINE)
+        for option, flag in (("custom_vjp", CUSTOM_VJP_FLAG), ("custom_jvp", CUSTOM_JVP_FLAG)):
+            rule = definition.options.get(option)
+            if rule is not None:  # a custom derivative: lowered into the module, named by a flag (enzyme_ad/custom.py)
+                rule_function = self.function_for(rule.__isozyme_definition__)  # type: ignore[attr-defined]
+                function.flags |= {NOINLINE, f"{flag}{rule_function.name}"}
         return function
 
     def _lower_with_type_rounds(self, definition: KernelDefinition) -> Function:

@@ -1,5 +1,6 @@
-"""The differentiation API of DESIGN 1.3: `iz.autodiff`, `iz.grad`, `Const`, `Duplicated`, `Active`,
-and the inspection helpers `show_cache` and the `grad`/`grad-opt` stages of `show_ir`.
+"""The differentiation API of DESIGN 1.3: `iz.autodiff`, `iz.grad`, `iz.fwddiff`, `iz.hvp`, `Const`,
+`Duplicated`, `Active`, and the inspection helpers `show_cache` and the `grad`/`grad-opt` and `fwd`/`fwd-opt`
+stages of `show_ir`. Forward mode and Hessian-vector products are described in their section below.
 
 `autodiff(kernel, *args, seed=1.0, opt="post", backend=None)` is Enzyme's combined reverse mode: each
 argument is `Const(v)` (or a plain value), `Duplicated(array, shadow)` or `Active(scalar)`. The kernel runs
@@ -29,8 +30,18 @@ from dataclasses import dataclass
 import numpy as np
 
 from isozyme.enzyme_ad.activity import ArgActivity
+from isozyme.enzyme_ad.custom import differentiated_activities
 from isozyme.enzyme_ad.errors import DifferentiationError
-from isozyme.enzyme_ad.gradient import Gradient, check_opt, reverse_gradient
+from isozyme.enzyme_ad.forward import forward_parameters
+from isozyme.enzyme_ad.gradient import (
+    ForwardDerivative,
+    Gradient,
+    check_opt,
+    forward_derivative,
+    hessian_vector_product,
+    hvp_parameters,
+    reverse_gradient,
+)
 from isozyme.enzyme_ad.reverse import gradient_parameters
 from isozyme.optimize.pass_manager import PassOptions
 from isozyme.runtime.arguments import Parameter, check_arguments
@@ -51,7 +62,8 @@ class Const:
 
 @dataclass(frozen=True)
 class Duplicated:
-    """An array with its shadow: the shadow accumulates the array's adjoint (reverse mode)."""
+    """An array with its shadow: the shadow accumulates the array's adjoint (reverse mode); in forward mode,
+    a float array or scalar with its tangent."""
 
     value: object
     shadow: object
@@ -302,3 +314,293 @@ def show_cache(kernel: Kernel, activity: Sequence[str | ArgActivity], opt: str =
         name = f"%{tape.value.name}" if tape.value.name else f"<{tape.value.op}>"  # type: ignore[attr-defined]
         lines.append(f"{name}  {tape.element}  x {tape.size_text}  at {where}")
     return "\n".join(lines)
+
+
+# --- forward mode and Hessian-vector products --------------------------------------------------------------
+#
+# `fwddiff(kernel, *args, opt="post", backend=None)` is Enzyme's forward mode (DESIGN 1.3): each argument is
+# `Const(v)` (or a plain value) or `Duplicated(value, tangent)`, for a float array (the tangent: an array of
+# its dtype and shape) or a float scalar (the tangent: a number); `Active` is a TypeError. The kernel runs,
+# and returns `(primal_return, tangent_of_return)` (both None without a return value); the tangent of what
+# the kernel leaves in a Duplicated array replaces the tangent array's contents (a kernel that does not
+# write the array leaves its tangent as it was). `fwddiffe_<f>` is compiled once per kernel, activity
+# pattern, `opt`, backend and checked mode, like a gradient (llvm pipeline name `fwd:<opt>:<activities>`).
+#
+# `hvp(kernel, argnums=0, opt="post", backend=None)`: for a float-returning kernel, the function
+# `(*args, v) -> H v`, H the Hessian of the return value with respect to the parameters `argnums` (float
+# arrays and float scalars), by forward mode over the reverse-mode gradient (`fwddiffe_diffe_<f>`, llvm
+# pipeline name `hvp:<opt>:<positions>`). `v` is the last positional argument: an array of the argument's
+# shape, or a number, or for a tuple `argnums` a tuple of those; the result has the same form.
+
+_IR_STAGES = frozenset({"ssa", "opt", "grad", "grad-opt", "fwd", "fwd-opt"})
+"""ISOZYME_PRINT_IR words that name a stage, not a pass."""
+
+Build = Callable[[Module, Function, PassOptions, Callable[[str, Module], None]], ForwardDerivative]
+"""Runs an AD pipeline of `enzyme_ad/gradient.py` on a freshly lowered module and function."""
+
+
+def _pass_options() -> PassOptions:
+    print_ir = _print_ir_request()
+    return PassOptions(print_after_all="after-all" in print_ir, print_after=print_ir - _IR_STAGES)
+
+
+def _run_build(kernel: Kernel, build: Build, module: Module, function: Function, opt: str,
+               on_stage: Callable[[str, Module], None] | None = None) -> ForwardDerivative:
+    """`build` with the stages ISOZYME_PRINT_IR asks for printed ("fwd-opt" at the end), `on_stage` told."""
+    printer = _stage_printer(kernel, opt)
+
+    def stage(name: str, module: Module) -> None:
+        printer(name, module)
+        if on_stage is not None:
+            on_stage(name, module)
+    try:
+        derivative = build(module, function, _pass_options(), stage)
+    except DifferentiationError as error:
+        raise error.with_traceback(None) from None
+    printer("fwd-opt", module)
+    return derivative
+
+
+def _compile_derivative(kernel: Kernel, name: str, params: list[Parameter], pipeline: str, opt: str,
+                        backend: str, build: Build) -> Callable[..., object]:
+    """The entry of the derivative `build` makes, for `backend` (through the llvm caches for "llvm")."""
+    if backend == "interp":
+        module, function = kernel.lower()
+        derivative = _run_build(kernel, build, module, function, opt).function
+
+        def entry(*args: object) -> object:
+            return run_function(derivative, *check_arguments(name, params, args))
+        return entry
+    from isozyme.runtime.llvm_backend import EntrySignature, compile_native
+
+    module, function = kernel.lower(verify_ir=False)
+    signature = EntrySignature(name, tuple(params), function.return_type)
+
+    def optimize(module: Module) -> Function:  # on a cache miss only
+        verify(module)
+        return _run_build(kernel, build, module, function, opt).function
+    print_ir = _print_ir_request()
+    return compile_native(name, module, signature, pipeline, optimize, kernel.codegen_options(),
+                          use_disk_cache=not print_ir, print_stages=frozenset(print_ir))
+
+
+def _cached_derivative(kernel: Kernel, key: tuple, make: Callable[[], CompiledGradient]) -> CompiledGradient:
+    cache = kernel.__dict__.setdefault("_forward_derivatives", {})
+    if key not in cache:
+        cache[key] = make()
+    return cache[key]
+
+
+def _forward_build(activities: tuple[ArgActivity, ...], opt: str) -> Build:
+    return lambda module, function, options, stage: forward_derivative(module, function, activities, opt,
+                                                                       options, stage)
+
+
+def compiled_forward(kernel: Kernel, activities: tuple[ArgActivity, ...], opt: str,
+                     backend: str | None) -> CompiledGradient:
+    """`fwddiffe_<f>` for these activities, compiled (cached on the kernel)."""
+    chosen = kernel.backend(backend)
+    check_opt(opt)
+    params, return_type = _signature(kernel)
+
+    def make() -> CompiledGradient:
+        signature = forward_parameters([(p.name, p.type) for p in params], activities, return_type)
+        call_params = [Parameter(p.name, p.type) for p in signature]
+        name = f"fwddiffe_{kernel.definition.name}"
+        pipeline = f"fwd:{opt}:{','.join(map(str, activities))}"
+        entry = _compile_derivative(kernel, name, call_params, pipeline, opt, chosen, _forward_build(activities, opt))
+        return CompiledGradient(name, call_params, entry)
+    return _cached_derivative(kernel, ("fwd", activities, opt, chosen, kernel.boundscheck()), make)
+
+
+def compiled_hvp(kernel: Kernel, positions: tuple[int, ...], opt: str, backend: str | None) -> CompiledGradient:
+    """`fwddiffe_diffe_<f>` for the parameters at `positions`, compiled (cached on the kernel)."""
+    chosen = kernel.backend(backend)
+    check_opt(opt)
+    params, return_type = _signature(kernel)
+
+    def build(module: Module, function: Function, options: PassOptions,
+              stage: Callable[[str, Module], None]) -> ForwardDerivative:
+        return hessian_vector_product(module, function, positions, opt, options, stage)
+
+    def make() -> CompiledGradient:
+        signature = hvp_parameters([(p.name, p.type) for p in params], return_type, positions)
+        call_params = [Parameter(p.name, p.type) for p in signature]
+        name = f"fwddiffe_diffe_{kernel.definition.name}"
+        pipeline = f"hvp:{opt}:{','.join(map(str, positions))}"
+        return CompiledGradient(name, call_params, _compile_derivative(kernel, name, call_params, pipeline, opt,
+                                                                       chosen, build))
+    return _cached_derivative(kernel, ("hvp", positions, opt, chosen, kernel.boundscheck()), make)
+
+
+def _classify_forward(kernel: Kernel, param: Parameter, arg: object) -> ArgActivity:
+    if isinstance(arg, Active):
+        raise TypeError(f"{_where(kernel, param)}: forward mode takes Duplicated(value, tangent), not Active")
+    if not isinstance(arg, Duplicated):
+        return ArgActivity.CONST
+    element = param.type.element if isinstance(param.type, ArrayType) else param.type
+    if not element.is_float:
+        raise TypeError(f"{_where(kernel, param)} has type {param.type} and cannot be Duplicated (only float "
+                        "arrays and float scalars have tangents)")
+    return ArgActivity.DUP
+
+
+def _check_scalar_tangent(kernel: Kernel, param: Parameter, tangent: object) -> None:
+    if isinstance(tangent, (bool, np.bool_)) or not isinstance(tangent, (int, float, np.integer, np.floating)):
+        raise TypeError(f"the tangent of {_where(kernel, param)} must be a real number, "
+                        f"not {type(tangent).__name__}")
+
+
+def fwddiff(kernel: Kernel, *args: object, opt: str = "post",
+            backend: str | None = None) -> tuple[object, object]:
+    """Forward mode (the comment above): `(primal_return, tangent_of_return)`."""
+    if not isinstance(kernel, Kernel):
+        raise TypeError(f"fwddiff needs an @iz.kernel, got {type(kernel).__name__}")
+    params, return_type = _signature(kernel)
+    if len(args) != len(params):
+        raise TypeError(f"kernel '{kernel.definition.name}' takes {len(params)} argument(s) "
+                        f"({', '.join(p.name for p in params)}), got {len(args)}")
+    activities = tuple(_classify_forward(kernel, p, a) for p, a in zip(params, args))
+    call: list[object] = []
+    for param, arg, kind in zip(params, args, activities):
+        call.append(arg.value if isinstance(arg, (Const, Duplicated)) else arg)
+        if kind is ArgActivity.DUP:
+            if isinstance(param.type, ArrayType):
+                _check_shadow(kernel, param, arg)  # type: ignore[arg-type]
+            else:
+                _check_scalar_tangent(kernel, param, arg.shadow)  # type: ignore[union-attr]
+            call.append(arg.shadow)  # type: ignore[union-attr]
+    tangent_out = np.zeros(1, dtype=return_type.numpy_dtype) if return_type.is_float else None  # type: ignore[attr-defined]
+    if tangent_out is not None:
+        call.append(tangent_out)
+    result = compiled_forward(kernel, activities, opt, backend).entry(*call)
+    return result, (tangent_out[0].item() if tangent_out is not None else None)
+
+
+def _hvp_positions(kernel: Kernel, params: list[Parameter], argnums: int | Sequence[int]) -> tuple[int, ...]:
+    positions = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    if len(set(positions)) != len(positions):
+        raise ValueError(f"argnums {positions} names a parameter twice")
+    for position in positions:
+        if not 0 <= position < len(params):
+            raise ValueError(f"argnums {position} is out of range for kernel '{kernel.definition.name}' "
+                             f"with {len(params)} parameters")
+        param = params[position]
+        element = param.type.element if isinstance(param.type, ArrayType) else param.type
+        if not element.is_float:
+            raise TypeError(f"{_where(kernel, param)} has type {param.type}: a Hessian is taken with respect "
+                            "to float arrays and float scalars only")
+    return positions
+
+
+def _direction(kernel: Kernel, param: Parameter, arg: object, v: object) -> object:
+    """The part of v for one argument: an array of the argument's shape, or a number."""
+    if not isinstance(param.type, ArrayType):
+        _check_scalar_tangent(kernel, param, v)
+        return float(v)  # type: ignore[arg-type]
+    direction = np.ascontiguousarray(np.asarray(v, dtype=param.type.element.numpy_dtype))
+    shape = np.shape(arg)
+    if direction.shape != shape:
+        raise ValueError(f"the direction v for {_where(kernel, param)} must have the argument's shape {shape}, "
+                         f"not {direction.shape}")
+    return direction
+
+
+def hvp(kernel: Kernel, argnums: int | Sequence[int] = 0, opt: str = "post",
+        backend: str | None = None) -> Callable[..., object]:
+    """The Hessian-vector product function of a float-returning kernel (the comment above)."""
+    if not isinstance(kernel, Kernel):
+        raise TypeError(f"hvp needs an @iz.kernel, got {type(kernel).__name__}")
+    params, return_type = _signature(kernel)
+    if not return_type.is_float:
+        raise TypeError(f"hvp needs a kernel returning a float; '{kernel.definition.name}' returns {return_type}")
+    positions = _hvp_positions(kernel, params, argnums)
+    check_opt(opt)
+
+    def product(*args: object) -> object:
+        if len(args) != len(params) + 1:
+            raise TypeError(f"the hvp of kernel '{kernel.definition.name}' takes its {len(params)} argument(s) "
+                            f"({', '.join(p.name for p in params)}) and then v, got {len(args)}")
+        *primal, v = args
+        directions = (v,) if isinstance(argnums, int) else tuple(v)  # type: ignore[arg-type]
+        if len(directions) != len(positions):
+            raise ValueError(f"v needs one direction per argnum ({len(positions)}), got {len(directions)}")
+        compiled = compiled_hvp(kernel, positions, opt, backend)
+        by_position = {p: _direction(kernel, params[p], primal[p], d) for p, d in zip(positions, directions)}
+        call: list[object] = []
+        outputs: dict[int, np.ndarray] = {}
+        for param in hvp_parameters([(p.name, p.type) for p in params], return_type, positions):
+            if param.role == "primal":
+                call.append(primal[param.position])
+            elif param.role == "direction":
+                call.append(by_position[param.position])
+            elif param.role == "seed":
+                call.append(1.0)
+            else:  # "gradient", "hvp": outputs, from 0
+                zeros = np.zeros(np.shape(primal[param.position]) if isinstance(params[param.position].type,
+                                 ArrayType) else 1, dtype=param.type.element.numpy_dtype)  # type: ignore[attr-defined]
+                if param.role == "hvp":
+                    outputs[param.position] = zeros
+                call.append(zeros)
+        compiled.entry(*call)
+        results = tuple(outputs[p] if isinstance(params[p].type, ArrayType) else outputs[p][0].item()
+                        for p in positions)
+        return results[0] if isinstance(argnums, int) else results
+    return product
+
+
+def forward_ir(kernel: Kernel, stage: str, activity: Sequence[str | ArgActivity], opt: str = "post") -> str:
+    """The IR of `fwddiffe_<f>`: "fwd" right after AD, "fwd-opt" after the optimization that follows."""
+    activities = parse_activity(kernel, activity)
+    captured: dict[str, str] = {}
+    module, function = kernel.lower()
+    derivative = _run_build(kernel, _forward_build(activities, opt), module, function, opt,
+                            on_stage=lambda name, module: captured.setdefault(name, print_module(module)))
+    return captured["fwd"] if stage == "fwd" else print_module(derivative.module)
+
+
+# --- custom derivatives --------------------------------------------------------------------------------------
+
+
+def register_vjp(kernel: Kernel, rule: Kernel) -> None:
+    """`kernel.defvjp(rule)`: check that `rule` has the signature of `diffe_<kernel>` with every float
+    parameter differentiated (enzyme_ad/custom.py) and register it. Gradients already compiled for kernels
+    calling `kernel` in this process keep the derivative they had: register rules before differentiating."""
+    if not isinstance(kernel, Kernel) or not isinstance(rule, Kernel):
+        raise TypeError(f"defvjp registers an @iz.kernel as the reverse rule of an @iz.kernel, got "
+                        f"{type(rule).__name__}")
+    params, return_type = _signature(kernel)
+    expected = gradient_parameters([(p.name, p.type) for p in params],
+                                   differentiated_activities([p.type for p in params]), return_type)
+    got, got_return = _signature(rule)
+    where = f"the reverse rule {rule.definition.name} of kernel {kernel.definition.name}"
+    wanted = ", ".join(f"{p.name}: {p.type}" for p in expected)
+    if [p.type for p in got] != [p.type for p in expected]:
+        raise TypeError(f"{where} must take ({wanted}), got ({', '.join(f'{p.name}: {p.type}' for p in got)})")
+    if not got_return.is_void and got_return != return_type:
+        raise TypeError(f"{where} must return nothing or {return_type}, got {got_return}")
+    kernel.definition.options["custom_vjp"] = rule
+    for cache in ("_gradients", "_forward_derivatives"):
+        kernel.__dict__.pop(cache, None)
+
+
+def register_jvp(kernel: Kernel, rule: Kernel) -> None:
+    """`kernel.defjvp(rule)`: check that `rule` has the signature of `fwddiffe_<kernel>` with every float
+    parameter Duplicated (enzyme_ad/custom.py) and register it, as `register_vjp` does."""
+    if not isinstance(kernel, Kernel) or not isinstance(rule, Kernel):
+        raise TypeError(f"defjvp registers an @iz.kernel as the forward rule of an @iz.kernel, got "
+                        f"{type(rule).__name__}")
+    params, return_type = _signature(kernel)
+    activities = tuple(ArgActivity.CONST if a is ArgActivity.CONST else ArgActivity.DUP
+                       for a in differentiated_activities([p.type for p in params]))
+    expected = forward_parameters([(p.name, p.type) for p in params], activities, return_type)
+    got, got_return = _signature(rule)
+    where = f"the forward rule {rule.definition.name} of kernel {kernel.definition.name}"
+    wanted = ", ".join(f"{p.name}: {p.type}" for p in expected)
+    if [p.type for p in got] != [p.type for p in expected]:
+        raise TypeError(f"{where} must take ({wanted}), got ({', '.join(f'{p.name}: {p.type}' for p in got)})")
+    if got_return != return_type:
+        raise TypeError(f"{where} must return {return_type} (the kernel's value), got {got_return}")
+    kernel.definition.options["custom_jvp"] = rule
+    for cache in ("_gradients", "_forward_derivatives"):
+        kernel.__dict__.pop(cache, None)

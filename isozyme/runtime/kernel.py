@@ -16,8 +16,8 @@ Checked mode (`@iz.kernel(boundscheck=True)`, or `ISOZYME_BOUNDSCHECK=1` for ker
 makes compiled code check every array index and raise IndexError with the source location, the index and
 the shape. `ISOZYME_PRINT_IR` prints IR at compile time to stderr: `ssa` (as lowered), `opt` (after the
 pipeline), `after-all` (after every pass), a pass name, `grad` and `grad-opt` (a gradient `diffe_f` right
-after AD and optimized), `llvm` or `llvm-opt` (the LLVM IR before and after LLVM's O3); several separated
-by commas. While it is set,
+after AD and optimized), `fwd` and `fwd-opt` (the same for a forward-mode `fwddiffe_f`), `llvm` or
+`llvm-opt` (the LLVM IR before and after LLVM's O3); several separated by commas. While it is set,
 the disk cache is not read (a cache hit would skip the stages to print).
 """
 
@@ -44,7 +44,7 @@ BACKENDS = ("llvm", "interp")
 DEFAULT_BACKEND = "llvm"
 DEFAULT_PIPELINE = "O2"
 """The pipeline primal kernels compile with when none is given."""
-STAGES = ("ssa", "opt", "grad", "grad-opt", "llvm", "llvm-opt")
+STAGES = ("ssa", "opt", "grad", "grad-opt", "fwd", "fwd-opt", "llvm", "llvm-opt")
 
 
 @dataclass
@@ -64,11 +64,13 @@ class CompiledKernel:
 class Kernel:
     """A compiled-on-demand kernel; see the module docstring. `py_func` is the undecorated function."""
 
-    def __init__(self, py_func: Callable, backend: str | None = None, boundscheck: bool | None = None) -> None:
+    def __init__(self, py_func: Callable, backend: str | None = None, boundscheck: bool | None = None,
+                 inline: bool = True) -> None:
         if backend is not None and backend not in (*BACKENDS, "opencl"):
             raise ValueError(f"unknown backend {backend!r} (known: {', '.join(BACKENDS)}, opencl)")
         self.py_func = py_func
-        self.definition = KernelDefinition(py_func, {"backend": backend, "boundscheck": boundscheck})
+        self.definition = KernelDefinition(py_func, {"backend": backend, "boundscheck": boundscheck,
+                                                     "inline": inline})
         self.__isozyme_definition__ = self.definition
         self._compiled: dict[tuple[str, str, bool], CompiledKernel] = {}
         self._call: Callable[..., object] = self._first_call
@@ -98,6 +100,20 @@ class Kernel:
         if chosen is None:
             return os.environ.get("ISOZYME_BOUNDSCHECK", "").lower() in ("1", "true", "yes", "on")
         return bool(chosen)
+
+    def defvjp(self, rule: Kernel) -> Kernel:
+        """Register the kernel `rule` as this kernel's reverse-mode derivative (enzyme_ad/custom.py says what
+        it takes and must do); returns `rule`, so it works as a decorator above `@iz.kernel`."""
+        from isozyme.runtime.autodiff import register_vjp
+        register_vjp(self, rule)
+        return rule
+
+    def defjvp(self, rule: Kernel) -> Kernel:
+        """Register the kernel `rule` as this kernel's forward-mode derivative (enzyme_ad/custom.py says what
+        it takes and must do); returns `rule`, so it works as a decorator above `@iz.kernel`."""
+        from isozyme.runtime.autodiff import register_jvp
+        register_jvp(self, rule)
+        return rule
 
     def lower(self, verify_ir: bool = True, static_reads: list[StaticRead] | None = None) -> tuple[Module, Function]:
         """A fresh SSA module of this kernel and its callees, as lowered (unoptimized); verified unless
@@ -189,12 +205,14 @@ def _print_ir_request() -> set[str]:
     return {part.strip() for part in os.environ.get("ISOZYME_PRINT_IR", "").split(",") if part.strip()}
 
 
-def kernel(function: Callable | None = None, *, backend: str | None = None,
-           boundscheck: bool | None = None) -> Kernel | Callable[[Callable], Kernel]:
-    """Decorate a Python function as a kernel: `@iz.kernel` or `@iz.kernel(backend="interp")`."""
+def kernel(function: Callable | None = None, *, backend: str | None = None, boundscheck: bool | None = None,
+           inline: bool = True) -> Kernel | Callable[[Callable], Kernel]:
+    """Decorate a Python function as a kernel: `@iz.kernel` or `@iz.kernel(backend="interp")`.
+    `inline=False`: calls of this kernel are never inlined, by the optimizer or by reverse mode (which
+    differentiates them in split mode, enzyme_ad/custom.py)."""
     if function is not None:
-        return Kernel(function, backend, boundscheck)
-    return lambda f: Kernel(f, backend, boundscheck)
+        return Kernel(function, backend, boundscheck, inline)
+    return lambda f: Kernel(f, backend, boundscheck, inline)
 
 
 def show_ir(kernel: Kernel, stage: str = "ssa", opt: str | None = None,
@@ -202,7 +220,8 @@ def show_ir(kernel: Kernel, stage: str = "ssa", opt: str | None = None,
     """The IR of `kernel` (and its callees) at `stage`: "ssa" as lowered, "opt" after pipeline `opt`
     (default "O2"), "llvm" the LLVM IR emitted from that, "llvm-opt" the LLVM IR after LLVM's O3; "grad"
     and "grad-opt": `diffe_<f>` for `activity` (one of "const", "dup", "active" per parameter) right after
-    AD and after the optimization that follows, with `opt` one of "post" (default), "pre", "none"."""
+    AD and after the optimization that follows, with `opt` one of "post" (default), "pre", "none"; "fwd"
+    and "fwd-opt" likewise for the forward-mode `fwddiffe_<f>` ("const" or "dup" per parameter)."""
     if not isinstance(kernel, Kernel):
         raise TypeError(f"show_ir needs an @iz.kernel, got {type(kernel).__name__}")
     if stage in ("grad", "grad-opt"):
@@ -210,6 +229,11 @@ def show_ir(kernel: Kernel, stage: str = "ssa", opt: str | None = None,
         if activity is None:
             raise ValueError(f"stage {stage!r} needs activity=(...): 'const', 'dup' or 'active' per parameter")
         return gradient_ir(kernel, stage, activity, opt or "post")
+    if stage in ("fwd", "fwd-opt"):
+        from isozyme.runtime.autodiff import forward_ir
+        if activity is None:
+            raise ValueError(f"stage {stage!r} needs activity=(...): 'const' or 'dup' per parameter")
+        return forward_ir(kernel, stage, activity, opt or "post")
     opt = opt or DEFAULT_PIPELINE
     if stage == "ssa":
         return print_module(kernel.lower()[0])

@@ -228,6 +228,9 @@ NOINLINE = "noinline"
 CUSTOM_VJP_FLAG = "vjp."
 """Prefix of the function flag naming the function's custom reverse rule, `vjp.<rule>` (enzyme_ad/custom.py)."""
 
+CUSTOM_JVP_FLAG = "jvp."
+"""Prefix of the function flag naming the function's custom forward rule, `jvp.<rule>` (enzyme_ad/custom.py)."""
+
 
 def is_growable_alloc(value: Value) -> bool:
     """Is `value` the result of an `alloc` with the `growable` flag?"""

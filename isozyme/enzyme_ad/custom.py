@@ -1,0 +1,175 @@
+"""Custom derivatives: a kernel's reverse rule written by the user (`kernel.defvjp(rule)`, DESIGN 1.3).
+
+A kernel with a custom reverse rule is lowered with the flags `noinline` and `vjp.<rule>` (the frontend
+lowers the rule into the same module), so neither the optimizer nor AD inlines its calls. Reverse mode
+differentiates such a call with the rule instead of the callee's body (a safe norm at 0, opaque code):
+
+- **The rule's signature** is that of `diffe_<f>` with every float parameter differentiated
+  (`reverse.gradient_parameters` with Duplicated float arrays and Active float scalars): each parameter,
+  then `d_<x>` after a float array (its shadow) or a float scalar (a one-element array receiving its
+  adjoint), then `differet` when f returns a float. Its return value is ignored.
+- **What it must do**, as `diffe_<f>` would: add the adjoint of each float array argument into its shadow
+  (`+=`), store each float scalar's adjoint in its one-element array, and for an array f writes, take the
+  cotangent found in its shadow (the seed) and zero it. It must not write f's array arguments.
+- **When it runs**: in the reverse pass, at the reverse of the call, with the scalar arguments as they
+  were at the call (taped when needed) and the arrays themselves. Those arrays must still hold what they
+  held at the call: a rule that reads an array which the calling kernel (or f itself) writes is a
+  `DifferentiationError` naming the call; so is a rule that writes one of f's array arguments. A Const
+  float array gets a zeroed scratch shadow for the rule to write into, zeroed again after the call; a
+  scalar argument that is not active gets a scratch adjoint that is dropped.
+- `autodiff` of a kernel that has a rule itself runs the kernel, then the rule.
+
+A forward rule (`kernel.defjvp(rule)`, flag `jvp.<rule>`) has the signature of `fwddiffe_<f>` with every
+float parameter Duplicated (`forward.forward_parameters`): each parameter, then its tangent `d_<x>` after a
+float array (the tangent array) or a float scalar (a scalar), then `d_return`, a one-element array for the
+return value's tangent, when f returns a float. It does what `fwddiffe_<f>` does: runs f (returns its value,
+writes its arrays) and writes the tangents (of the return value, and of written arrays into their tangent
+arrays). Forward mode replaces each call of f by a call of the rule; a Const float array gets a zeroed
+scratch tangent array (allocated at the call), a Const float scalar the tangent 0.
+
+Hessian-vector products (forward over reverse) differentiate the bodies of the reverse rules that
+`diffe_<f>` calls, not the forward rules.
+"""
+
+from __future__ import annotations
+
+from isozyme.enzyme_ad.activity import ArgActivity
+from isozyme.enzyme_ad.errors import DifferentiationError, unsupported
+from isozyme.optimize.inline import inline_call
+from isozyme.optimize.memory_effects import array_root
+from isozyme.ssa.builder import Builder
+from isozyme.ssa.ir import CUSTOM_JVP_FLAG, CUSTOM_VJP_FLAG, Argument, Function, Instruction, Module, Value
+from isozyme.ssa.ops import OP_INFO, Op
+from isozyme.ssa.types import Type
+
+SPLIT_RULE = "split"
+"""The flag of a rule generated for a kernel that is not inlined (`gradient.split_mode_rules`)."""
+
+
+def custom_rule(function: Function, prefix: str = CUSTOM_VJP_FLAG) -> Function | None:
+    """The reverse rule (the forward rule with `prefix=CUSTOM_JVP_FLAG`) registered for `function`, if any
+    (a function of the same module)."""
+    names = [flag[len(prefix):] for flag in function.flags if flag.startswith(prefix)]
+    if not names:
+        return None
+    module = function.module
+    rule = module.functions.get(names[0]) if module is not None else None
+    if rule is None:
+        raise DifferentiationError(f"the rule @{names[0]} of @{function.name} is not in the module")
+    return rule
+
+
+def custom_forward_rule(function: Function) -> Function | None:
+    """The forward rule registered for `function` (`kernel.defjvp`), if any."""
+    return custom_rule(function, CUSTOM_JVP_FLAG)
+
+
+def reads_and_writes(function: Function) -> tuple[set[Argument], set[Argument]]:
+    """The array parameters of `function` that it may read and that it may write (calls count as both)."""
+    reads: set[Argument] = set()
+    writes: set[Argument] = set()
+    for inst in function.instructions():
+        if inst.op is Op.CALL:
+            touched = {array_root(v) for v in inst.operands if v.type.is_array}
+            reads |= {a for a in touched if isinstance(a, Argument)}
+            if "readonly" not in inst.callee.flags and "readnone" not in inst.callee.flags:
+                writes |= {a for a in touched if isinstance(a, Argument)}
+        elif inst.op is Op.LOAD or inst.op is Op.ATOMIC_ADD:
+            root = array_root(inst.operands[0 if inst.op is Op.LOAD else 1])
+            if isinstance(root, Argument):
+                reads.add(root)
+        if inst.op is not Op.CALL and OP_INFO[inst.op].writes_memory:
+            position = 0 if inst.op is Op.GROW else 1
+            root = array_root(inst.operands[position])
+            if isinstance(root, Argument):
+                writes.add(root)
+    return reads, writes
+
+
+def check_custom_call(call: Instruction, rule: Function, caller_writes: set[Value] | None) -> None:
+    """The conditions of the module docstring under which the rule may run in the reverse pass."""
+    callee: Function = call.callee  # type: ignore[assignment]
+    if SPLIT_RULE in rule.flags:
+        _check_split_call(call, callee, caller_writes)
+        return
+    rule_params = _primal_params(callee, rule)
+    rule_reads, rule_writes = reads_and_writes(rule)
+    _, callee_writes = reads_and_writes(callee)
+    for index, (param, value) in enumerate(zip(callee.args, call.operands)):
+        if not param.type.is_array:
+            continue
+        rule_param = rule_params[index]
+        name = param.name or f"argument {index}"
+        if rule_param in rule_writes:
+            raise unsupported(call, f"the reverse rule @{rule.name} writes {name}, an array argument of "
+                              f"@{callee.name}: a rule may write shadows only")
+        if rule_param not in rule_reads:
+            continue
+        if param in callee_writes:
+            raise unsupported(call, f"the reverse rule @{rule.name} reads {name}, which @{callee.name} "
+                              "writes: the rule would see it as it is after the whole kernel ran")
+        root = array_root(value)
+        if caller_writes is None or root is None or root in caller_writes:
+            raise unsupported(call, f"the reverse rule @{rule.name} reads {name}, which this kernel writes: "
+                              "the rule would not see it as it was at the call")
+
+
+def _check_split_call(call: Instruction, callee: Function, caller_writes: set[Value] | None) -> None:
+    """Recompute mode needs a callee that writes none of its array arguments, each of which the calling
+    kernel does not write either (so that the recomputation sees what the call saw)."""
+    reads, writes = reads_and_writes(callee)
+    for index, (param, value) in enumerate(zip(callee.args, call.operands)):
+        name = param.name or f"argument {index}"
+        if param in writes:
+            raise unsupported(call, f"@{callee.name} (not inlined) writes its array argument {name}: split mode "
+                              "with a tape of what the callee overwrites is not implemented; let it be inlined")
+        root = array_root(value) if param.type.is_array else None
+        if param in reads and (caller_writes is None or root is None or root in caller_writes):
+            raise unsupported(call, f"@{callee.name} (not inlined) reads {name}, which this kernel writes: its "
+                              "reverse, which recomputes the call, would not see it as it was at the call")
+
+
+def _primal_params(callee: Function, rule: Function) -> list[Argument]:
+    """The rule's parameters that take the callee's arguments, in the callee's order."""
+    params, position = [], 0
+    for param in callee.args:
+        params.append(rule.args[position])
+        position += 2 if param.type.is_float or (param.type.is_array and param.type.element.is_float) else 1  # type: ignore[attr-defined]
+    return params
+
+
+def differentiated_activities(types: list[Type]) -> tuple[ArgActivity, ...]:
+    """The activities of a rule's signature: Duplicated float arrays, Active float scalars, the rest Const."""
+    def activity(ty: Type) -> ArgActivity:
+        if ty.is_array:
+            return ArgActivity.DUP if ty.element.is_float else ArgActivity.CONST  # type: ignore[attr-defined]
+        return ArgActivity.ACTIVE if ty.is_float else ArgActivity.CONST
+    return tuple(activity(ty) for ty in types)
+
+
+def clone_function(module: Module, function: Function, name: str) -> Function:
+    """A copy of `function` named `name` in `module` (its body inlined into a new function: the copy keeps
+    the names and source lines)."""
+    args = [Argument(arg.type, name=arg.name) for arg in function.args]
+    clone = module.add(Function(name, args, function.return_type, loc=function.loc))
+    builder = Builder(clone.add_block("entry"), function.loc)
+    result = builder.call(function, *args)
+    builder.ret(None if function.return_type.is_void else result)
+    inline_call(result)
+    return clone
+
+
+def wrap_for_custom_rule(module: Module, function: Function) -> Function:
+    """A kernel with a rule of its own, differentiated directly: a function of the same name and signature
+    that calls it (renamed `<f>.primal`), so that the call is differentiated with the rule."""
+    name = function.name
+    del module.functions[name]
+    function.name = f"{name}.primal"
+    module.add(function)
+    args = [Argument(arg.type, name=arg.name) for arg in function.args]
+    wrapper = Function(name, args, function.return_type, loc=function.loc)
+    module.add(wrapper)
+    builder = Builder(wrapper.add_block("entry"), function.loc)
+    result = builder.call(function, *args)
+    builder.ret(None if function.return_type.is_void else result)
+    return wrapper

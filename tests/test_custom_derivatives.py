@@ -1,0 +1,319 @@
+"""Custom reverse rules (`kernel.defvjp(rule)`, enzyme_ad/custom.py): the rule replaces the kernel's body in
+reverse mode, at the top level and at every call, on both backends and for every `opt`. Expected values are
+worked out by hand or come from finite differences of the undecorated functions."""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+import pytest
+from ad_oracle import central_difference
+
+import isozyme as iz
+from isozyme import Array, f64, i64
+
+VARIANTS = [(opt, backend) for opt in ("post", "pre", "none") for backend in ("interp", "llvm")]
+by_variant = pytest.mark.parametrize(("opt", "backend"), VARIANTS, ids=[f"{o}-{b}" for o, b in VARIANTS])
+
+
+@iz.kernel
+def safe_norm(x: Array[f64], n: i64) -> f64:
+    s = 0.0
+    for i in range(n):
+        s += x[i] * x[i]
+    return iz.sqrt(s)
+
+
+@safe_norm.defvjp
+@iz.kernel
+def safe_norm_vjp(x: Array[f64], d_x: Array[f64], n: i64, differet: f64) -> None:
+    s = 0.0
+    for i in range(n):
+        s += x[i] * x[i]
+    r = iz.sqrt(s)
+    if r > 0.0:  # the subgradient 0 at the origin, where the body's derivative is 0 * inf = nan
+        for i in range(n):
+            d_x[i] += differet * x[i] / r
+
+
+@iz.kernel
+def plain_norm(x: Array[f64], n: i64) -> f64:
+    s = 0.0
+    for i in range(n):
+        s += x[i] * x[i]
+    return iz.sqrt(s)
+
+
+@iz.kernel
+def weighted_norms(x: Array[f64], w: Array[f64], n: i64) -> f64:
+    total = 0.0
+    for k in range(len(w)):
+        total += w[k] * safe_norm(x, n) + iz.sin(w[k] * x[k])
+    return total
+
+
+@iz.kernel
+def staircase(x: f64) -> f64:
+    return iz.floor(x)
+
+
+@staircase.defvjp
+@iz.kernel
+def staircase_vjp(x: f64, d_x: Array[f64], differet: f64) -> None:
+    d_x[0] = differet  # a straight-through estimator: opaque to AD, differentiable by decree
+
+
+@iz.kernel
+def quantized_loss(x: Array[f64], a: f64) -> f64:
+    total = 0.0
+    for i in range(len(x)):
+        total += a * staircase(3.0 * x[i]) * x[i]
+    return total
+
+
+def norm_gradient(x: np.ndarray) -> np.ndarray:
+    r = np.linalg.norm(x)
+    return x / r if r > 0 else np.zeros_like(x)
+
+
+@by_variant
+def test_the_rule_gives_the_gradient_at_the_origin(opt: str, backend: str) -> None:
+    x = np.zeros(5)
+    assert np.array_equal(iz.grad(safe_norm, opt=opt, backend=backend)(x, 5), np.zeros(5))
+    assert np.isnan(iz.grad(plain_norm, opt=opt, backend=backend)(x, 5)).all()  # what the rule avoids
+
+
+@by_variant
+def test_the_rule_matches_the_body_away_from_the_origin(opt: str, backend: str) -> None:
+    x = np.array([0.5, -1.0, 2.0, 0.25])
+    expected = norm_gradient(x)
+    assert np.allclose(iz.grad(safe_norm, opt=opt, backend=backend)(x, 4), expected, rtol=1e-14, atol=0)
+    assert np.allclose(iz.grad(plain_norm, opt=opt, backend=backend)(x, 4), expected, rtol=1e-14, atol=0)
+
+
+@by_variant
+def test_a_call_in_a_loop_is_differentiated_with_the_rule(opt: str, backend: str) -> None:
+    rng = np.random.default_rng(3)
+    x, w = rng.uniform(-1, 1, 4), rng.uniform(-1, 1, 3)
+    dx, dw = np.zeros(4), np.zeros(3)
+    value, _ = iz.autodiff(weighted_norms, iz.Duplicated(x, dx), iz.Duplicated(w, dw), 4, opt=opt, backend=backend)
+    assert value == pytest.approx(weighted_norms.py_func(x, w, 4), rel=1e-14)
+    f = weighted_norms.py_func
+    for k in range(4):
+        fd = central_difference(lambda v: f(v, w, 4), x, np.eye(4)[k], 1e-4)
+        assert dx[k] == pytest.approx(fd, rel=1e-6, abs=1e-9)
+    for k in range(3):
+        fd = central_difference(lambda v: f(x, v, 4), w, np.eye(3)[k], 1e-4)
+        assert dw[k] == pytest.approx(fd, rel=1e-6, abs=1e-9)
+    x[:] = 0.0
+    dx[:] = 0.0
+    iz.autodiff(weighted_norms, iz.Duplicated(x, dx), iz.Const(w), 4, opt=opt, backend=backend)
+    assert np.allclose(dx[:3], w * np.cos(0.0))  # the norms add nothing at 0: no nan
+
+
+@by_variant
+def test_an_opaque_rule_defines_the_derivative(opt: str, backend: str) -> None:
+    """floor has derivative 0; the rule says 1 (straight through): d/dx of a*floor(3x)*x is then
+    a*(3*x + floor(3x)), d/da is sum floor(3x)*x. A Const array argument of the kernel is fine too."""
+    x, a = np.array([0.3, 1.45, -0.8]), 1.5
+    dx = np.zeros(3)
+    _, (da,) = iz.autodiff(quantized_loss, iz.Duplicated(x, dx), iz.Active(a), opt=opt, backend=backend)
+    assert np.allclose(dx, a * (3.0 * x + np.floor(3.0 * x)), rtol=1e-14)
+    assert da == pytest.approx(float(np.sum(np.floor(3.0 * x) * x)), rel=1e-14)
+    assert iz.grad(staircase, opt=opt, backend=backend)(0.7) == 1.0
+
+
+def test_the_gradient_ir_calls_the_rule() -> None:
+    text = iz.show_ir(weighted_norms, stage="grad", activity=("dup", "dup", "const"), opt="none")
+    assert "call @safe_norm_vjp(" in text
+    assert "noinline" in text and "vjp.safe_norm_vjp" in text
+
+
+def test_a_rule_with_the_wrong_signature_is_a_type_error() -> None:
+    @iz.kernel
+    def cube(x: f64) -> f64:
+        return x * x * x
+
+    @iz.kernel
+    def cube_vjp(x: f64, differet: f64) -> None:
+        pass
+
+    with pytest.raises(TypeError, match=r"must take \(x: f64, d_x: f64\[\?\], differet: f64\)"):
+        cube.defvjp(cube_vjp)
+
+
+@iz.kernel
+def doubled(x: Array[f64]) -> f64:
+    return 2.0 * x[0]
+
+
+@doubled.defvjp
+@iz.kernel
+def doubled_vjp(x: Array[f64], d_x: Array[f64], differet: f64) -> None:
+    x[0] = 0.0  # a rule must not write the primal arrays
+    d_x[0] += 2.0 * differet
+
+
+@iz.kernel
+def uses_doubled(x: Array[f64]) -> f64:
+    return doubled(x) * 3.0
+
+
+@iz.kernel
+def overwrites_after_call(x: Array[f64]) -> f64:
+    y = safe_norm(x, len(x))
+    x[0] = 5.0
+    return y + x[0]
+
+
+def _line_of(kernel: iz.Kernel, text: str) -> int:
+    lines, first = inspect.getsourcelines(kernel.py_func)
+    return first + next(i for i, line in enumerate(lines) if text in line)
+
+
+@pytest.mark.parametrize("opt", ["post", "pre", "none"])
+def test_a_rule_that_writes_a_primal_array_is_refused(opt: str) -> None:
+    with pytest.raises(iz.DifferentiationError, match="doubled_vjp writes x") as error:
+        iz.grad(uses_doubled, opt=opt, backend="interp")(np.ones(2))
+    assert f"line {_line_of(uses_doubled, 'doubled(x)')}," in str(error.value)
+
+
+@pytest.mark.parametrize("opt", ["post", "pre", "none"])
+def test_a_rule_reading_an_array_the_caller_overwrites_is_refused(opt: str) -> None:
+    with pytest.raises(iz.DifferentiationError, match="safe_norm_vjp reads x, which this kernel writes") as error:
+        iz.grad(overwrites_after_call, opt=opt, backend="interp")(np.ones(3))
+    assert f"line {_line_of(overwrites_after_call, 'safe_norm(x')}," in str(error.value)
+
+
+# --- kernels that are not inlined (`inline=False`): split mode, recomputing the call in the reverse pass ---
+
+
+@iz.kernel(inline=False)
+def phase_energy(x: Array[f64], k: i64, a: f64) -> f64:
+    s = 0.0
+    for j in range(len(x)):
+        s += iz.sin(a * x[j] + k) * x[j]
+    return s
+
+
+@iz.kernel
+def phased_total(x: Array[f64], w: Array[f64], a: f64) -> f64:
+    t = 0.0
+    for k in range(len(w)):  # the helper is called twice per iteration, never inlined
+        t += w[k] * phase_energy(x, k, a) * phase_energy(x, k + 1, a * w[k])
+    return t
+
+
+@iz.kernel(inline=False)
+def squares_into(out: Array[f64], x: Array[f64]) -> None:
+    for i in range(len(x)):
+        out[i] = x[i] * x[i]
+
+
+@iz.kernel
+def calls_a_writer(out: Array[f64], x: Array[f64]) -> f64:
+    squares_into(out, x)
+    return out[0]
+
+
+@by_variant
+def test_a_helper_that_is_not_inlined_is_differentiated_in_a_loop(opt: str, backend: str) -> None:
+    rng = np.random.default_rng(5)
+    x, w, a = rng.uniform(-1, 1, 5), rng.uniform(-1, 1, 3), 0.7
+    gx, gw, ga = iz.grad(phased_total, argnums=(0, 1, 2), opt=opt, backend=backend)(x, w, a)
+    f = phased_total.py_func
+    for k in range(5):
+        assert gx[k] == pytest.approx(central_difference(lambda v: f(v, w, a), x, np.eye(5)[k], 1e-4), rel=1e-7)
+    for k in range(3):
+        assert gw[k] == pytest.approx(central_difference(lambda v: f(x, v, a), w, np.eye(3)[k], 1e-4), rel=1e-7)
+    fd_a = central_difference(lambda v: f(x, w, v[0]), np.array([a]), np.ones(1), 1e-4)
+    assert ga == pytest.approx(float(fd_a), rel=1e-7)
+
+
+@pytest.mark.parametrize("opt", ["post", "pre", "none"])
+def test_the_helper_stays_a_call_in_the_primal_and_in_the_gradient(opt: str) -> None:
+    assert "call @phase_energy(" in iz.show_ir(phased_total, stage="opt")
+    text = iz.show_ir(phased_total, stage="grad", activity=("dup", "dup", "active"), opt=opt)
+    assert "call @phase_energy(" in text and "call @diffe_phase_energy(" in text
+
+
+@pytest.mark.parametrize("opt", ["post", "pre", "none"])
+def test_a_helper_that_writes_its_arguments_and_is_not_inlined_is_refused(opt: str) -> None:
+    with pytest.raises(iz.DifferentiationError, match="squares_into .not inlined. writes its array argument out"):
+        iz.autodiff(calls_a_writer, iz.Duplicated(np.zeros(3), np.zeros(3)), iz.Duplicated(np.ones(3), np.zeros(3)),
+                    opt=opt, backend="interp")
+
+
+# --- custom forward rules (`kernel.defjvp(rule)`) ---------------------------------------------------------
+
+
+@iz.kernel
+def fwd_norm(x: Array[f64], n: i64) -> f64:
+    s = 0.0
+    for i in range(n):
+        s += x[i] * x[i]
+    return iz.sqrt(s)
+
+
+@fwd_norm.defjvp
+@iz.kernel
+def fwd_norm_jvp(x: Array[f64], d_x: Array[f64], n: i64, d_return: Array[f64]) -> f64:
+    s = 0.0
+    for i in range(n):
+        s += x[i] * x[i]
+    r = iz.sqrt(s)
+    t = 0.0
+    if r > 0.0:  # the directional derivative 0 at the origin, where the body's is nan
+        for i in range(n):
+            t += x[i] * d_x[i] / r
+    d_return[0] = t
+    return r
+
+
+@iz.kernel
+def fwd_weighted(x: Array[f64], a: f64) -> f64:
+    t = 0.0
+    for k in range(3):
+        t += fwd_norm(x, len(x)) * (k + a) + iz.sin(a * x[k])
+    return t
+
+
+@by_variant
+def test_a_forward_rule_gives_the_tangent_at_the_origin(opt: str, backend: str) -> None:
+    x, v = np.zeros(4), np.array([1.0, -2.0, 0.5, 3.0])
+    assert iz.fwddiff(fwd_norm, iz.Duplicated(x, v), 4, opt=opt, backend=backend) == (0.0, 0.0)
+    value, tangent = iz.fwddiff(plain_norm, iz.Duplicated(x, v), 4, opt=opt, backend=backend)
+    assert value == 0.0 and np.isnan(tangent)  # what the rule avoids
+    x = np.array([0.5, -1.0, 2.0, 0.25])
+    value, tangent = iz.fwddiff(fwd_norm, iz.Duplicated(x, v), 4, opt=opt, backend=backend)
+    assert value == pytest.approx(np.linalg.norm(x), rel=1e-15)
+    assert tangent == pytest.approx(float(norm_gradient(x) @ v), rel=1e-14)
+
+
+@by_variant
+def test_calls_in_a_loop_use_the_forward_rule(opt: str, backend: str) -> None:
+    x, a = np.array([0.3, -0.7, 1.1, 0.4]), 0.6
+    v, da = np.array([0.2, 1.0, -0.5, 0.3]), 0.7
+    value, tangent = iz.fwddiff(fwd_weighted, iz.Duplicated(x, v), iz.Duplicated(a, da), opt=opt, backend=backend)
+    f = fwd_weighted.py_func
+    assert value == pytest.approx(f(x, a), rel=1e-14)
+    both = np.concatenate([x, [a]])
+    expected = central_difference(lambda z: f(z[:4], z[4]), both, np.concatenate([v, [da]]), 1e-4)
+    assert tangent == pytest.approx(float(expected), rel=1e-7)
+    # x = 0, Const: the rule gets a zero tangent array and says 0, where the body's sqrt would give 0 * inf
+    _, tangent = iz.fwddiff(fwd_weighted, np.zeros(4), iz.Duplicated(a, da), opt=opt, backend=backend)
+    assert tangent == 0.0
+
+
+def test_a_forward_rule_with_the_wrong_signature_is_a_type_error() -> None:
+    @iz.kernel
+    def square(x: f64) -> f64:
+        return x * x
+
+    @iz.kernel
+    def square_jvp(x: f64, d_x: f64) -> f64:
+        return x * x
+
+    with pytest.raises(TypeError, match=r"must take \(x: f64, d_x: f64, d_return: f64\[\?\]\)"):
+        square.defjvp(square_jvp)
