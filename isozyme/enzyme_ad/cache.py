@@ -298,20 +298,20 @@ class PrimalValues:
         """A growable tape pushed to on every run of the value's block (module docstring)."""
         block = value.block
         assert block is not None
-        pointer = self._stack_pointer(block)
+        pointer = self.stack_pointer(block)
         element = I32 if value.type == I1 else value.type
-        array = self.entry_builder().alloc(element, STACK_CAPACITY, growable=True,  # type: ignore[arg-type]
-                                           name=f"tape.{value.name or 'v'}")
+        array = self.entry_start_builder().alloc(element, STACK_CAPACITY, growable=True,  # type: ignore[arg-type]
+                                                 name=f"tape.{value.name or 'v'}")
         builder = _after(value)
         position = builder.load(pointer, 0)
         builder.grow(array, builder.iadd(position, 1))
         builder.store(builder.cast(Op.ZEXT, value, I32) if value.type == I1 else value, array, position)
         return Tape(value, array, loops, [], f"runs of {block.name or 'its block'} (grows)", pointer)
 
-    def _stack_pointer(self, block: Block) -> Instruction:
+    def stack_pointer(self, block: Block) -> Instruction:
         """The slot counting the runs of `block`, incremented at its end (made on first use)."""
         if block not in self.stack_pointers:
-            entry = self.entry_builder()
+            entry = self.entry_start_builder()
             slot = entry.alloc(I64, 1, name=f"{block.name or 'bb'}.runs")
             entry.store(0, slot, 0)
             terminator = block.terminator
@@ -331,6 +331,12 @@ class PrimalValues:
         builder = _after(value)
         stored = builder.cast(Op.ZEXT, value, I32) if value.type == I1 else value
         builder.store(stored, array, _linear_index(builder, counters, extents))
+
+    def entry_start_builder(self) -> Builder:
+        """A builder inserting at the start of the entry block: for what needs no value of the kernel (a
+        stack tape, a slot) and may be used by the entry block itself."""
+        entry = self.function.entry
+        return Builder().before(entry.instructions[entry.first_non_phi_index()])
 
     def entry_builder(self) -> Builder:
         """A builder inserting at the end of the entry block, before its terminator."""

@@ -13,8 +13,9 @@ differentiates such a call with the rule instead of the callee's body (a safe no
   cotangent found in its shadow (the seed) and zero it. It must not write f's array arguments.
 - **When it runs**: in the reverse pass, at the reverse of the call, with the scalar arguments as they
   were at the call (taped when needed) and the arrays themselves. Those arrays must still hold what they
-  held at the call: a rule that reads an array which the calling kernel (or f itself) writes is a
-  `DifferentiationError` naming the call; so is a rule that writes one of f's array arguments. A Const
+  held at the call: a user rule that reads an array which the calling kernel (or f itself) writes is a
+  `DifferentiationError` naming the call; so is a rule that writes one of f's array arguments (split
+  mode, below, tapes such arrays instead). A Const
   float array gets a zeroed scratch shadow for the rule to write into, zeroed again after the call; a
   scalar argument that is not active gets a scratch adjoint that is dropped.
 - `autodiff` of a kernel that has a rule itself runs the kernel, then the rule.
@@ -29,6 +30,25 @@ scratch tangent array (allocated at the call), a Const float scalar the tangent 
 
 Hessian-vector products (forward over reverse) differentiate the bodies of the reverse rules that
 `diffe_<f>` calls, not the forward rules.
+
+**Split mode** (Enzyme's `augmented_<g>`/`reverse_<g>`) differentiates the calls of a kernel g declared
+`@iz.kernel(inline=False)`: its generated rule `diffe_<g>` (flags `split`, `noinline`; every float parameter
+differentiated) recomputes g's forward pass from its arguments, then reverses it. The cache planner decides,
+per call, what the recomputation needs taped (`split_snapshots`):
+
+- nothing, when g writes none of its arrays and the calling kernel does not write those g reads (a readonly
+  callee whose result matters by value): the reverse pass calls `diffe_<g>` on the arguments (scalars
+  looked up, taped if needed);
+- otherwise the arrays g writes and those it reads that the caller writes: the forward call becomes a call
+  of `augmented_<g>.<positions>`, which copies those arrays (flattened) into growable tapes of the calling
+  kernel, one slice per run of the call's block, then runs g; the reverse calls `reverse_<g>.<positions>`,
+  which restores each taped array into a local copy (as it was at the call) and runs `diffe_<g>` on the
+  copies (the recomputation writes the copies, never the kernel's arrays; the shadows are the kernel's).
+  The tape is indexed like a stack tape (`cache.py`): it works in loops of unknown trip count too.
+
+The tape of a split call is what g may overwrite, not every value g's reverse needs (those g recomputes):
+Enzyme's recompute-versus-cache trade, taken at the call boundary. `reverse_<g>` and `diffe_<g>` stay calls
+(`noinline`), so their local arrays are freed when they return, not when the kernel does.
 """
 
 from __future__ import annotations
@@ -38,9 +58,9 @@ from isozyme.enzyme_ad.errors import DifferentiationError, unsupported
 from isozyme.optimize.inline import inline_call
 from isozyme.optimize.memory_effects import array_root
 from isozyme.ssa.builder import Builder
-from isozyme.ssa.ir import CUSTOM_JVP_FLAG, CUSTOM_VJP_FLAG, Argument, Function, Instruction, Module, Value
+from isozyme.ssa.ir import CUSTOM_JVP_FLAG, CUSTOM_VJP_FLAG, NOINLINE, Argument, Function, Instruction, Module, Value
 from isozyme.ssa.ops import OP_INFO, Op
-from isozyme.ssa.types import Type
+from isozyme.ssa.types import I64, VOID, ArrayType, Type
 
 SPLIT_RULE = "split"
 """The flag of a rule generated for a kernel that is not inlined (`gradient.split_mode_rules`)."""
@@ -90,8 +110,7 @@ def check_custom_call(call: Instruction, rule: Function, caller_writes: set[Valu
     """The conditions of the module docstring under which the rule may run in the reverse pass."""
     callee: Function = call.callee  # type: ignore[assignment]
     if SPLIT_RULE in rule.flags:
-        _check_split_call(call, callee, caller_writes)
-        return
+        return  # split mode tapes what it needs (`split_snapshots`)
     rule_params = _primal_params(callee, rule)
     rule_reads, rule_writes = reads_and_writes(rule)
     _, callee_writes = reads_and_writes(callee)
@@ -114,19 +133,96 @@ def check_custom_call(call: Instruction, rule: Function, caller_writes: set[Valu
                               "the rule would not see it as it was at the call")
 
 
-def _check_split_call(call: Instruction, callee: Function, caller_writes: set[Value] | None) -> None:
-    """Recompute mode needs a callee that writes none of its array arguments, each of which the calling
-    kernel does not write either (so that the recomputation sees what the call saw)."""
+def split_snapshots(call: Instruction, caller_writes: set[Value] | None) -> list[int]:
+    """The positions of the array arguments a split-mode call must tape (module docstring): those the
+    callee writes, and those it reads that the calling kernel writes (or may: an unknown root)."""
+    callee: Function = call.callee  # type: ignore[assignment]
     reads, writes = reads_and_writes(callee)
+    positions = []
     for index, (param, value) in enumerate(zip(callee.args, call.operands)):
-        name = param.name or f"argument {index}"
-        if param in writes:
-            raise unsupported(call, f"@{callee.name} (not inlined) writes its array argument {name}: split mode "
-                              "with a tape of what the callee overwrites is not implemented; let it be inlined")
-        root = array_root(value) if param.type.is_array else None
-        if param in reads and (caller_writes is None or root is None or root in caller_writes):
-            raise unsupported(call, f"@{callee.name} (not inlined) reads {name}, which this kernel writes: its "
-                              "reverse, which recomputes the call, would not see it as it was at the call")
+        if not param.type.is_array:
+            continue
+        root = array_root(value)
+        if param in writes or (param in reads and (caller_writes is None or root is None or root in caller_writes)):
+            positions.append(index)
+    return positions
+
+
+def augmented_function(module: Module, callee: Function, positions: list[int]) -> Function:
+    """`augmented_<g>`: tapes the arrays at `positions` (flattened, row-major, each into its own tape at
+    `run * size`), then runs g and returns its value. Its parameters: g's, one tape per position, `run`."""
+    name = _split_name("augmented", callee, positions)
+    if name in module:
+        return module[name]
+    args, tapes, offset = _split_signature(callee.args, callee, positions)
+    function = module.add(Function(name, args, callee.return_type, loc=callee.loc))
+    builder = Builder(function.add_block("entry"), callee.loc)
+    for position, tape in zip(positions, tapes):
+        _copy(builder, args[position], tape, offset, into_tape=True)
+    result = builder.call(callee, *args[:len(callee.args)])
+    builder.ret(None if callee.return_type.is_void else result)
+    return function
+
+
+def reverse_function(module: Module, callee: Function, rule: Function, positions: list[int]) -> Function:
+    """`reverse_<g>`: the parameters of its rule `diffe_<g>`, one tape per position and `run`; restores
+    each taped array, as it was when g was called, into a local copy and runs the rule on the copies (the
+    recomputation of g writes the copies, never the kernel's arrays)."""
+    name = _split_name("reverse", callee, positions)
+    if name in module:
+        return module[name]
+    rule_positions = [_primal_params(callee, rule)[p].index for p in positions]
+    args, tapes, offset = _split_signature(rule.args, callee, positions)
+    function = module.add(Function(name, args, VOID, flags={NOINLINE}, loc=callee.loc))
+    builder = Builder(function.add_block("entry"), callee.loc)  # kept a call: the copies are freed at its return
+    operands: list[Value] = list(args[:len(rule.args)])
+    for position, tape in zip(rule_positions, tapes):
+        array = args[position]
+        extents = [builder.dim(array, axis) for axis in range(array.type.rank)]  # type: ignore[attr-defined]
+        copy = builder.alloc(array.type.element, *extents, name=f"{array.name}.at_call")  # type: ignore[attr-defined]
+        _copy(builder, copy, tape, offset, into_tape=False)
+        operands[position] = copy
+    builder.call(rule, *operands)
+    builder.ret()
+    return function
+
+
+def _split_name(kind: str, callee: Function, positions: list[int]) -> str:
+    return f"{kind}_{callee.name}" + "".join(f".{p}" for p in positions)
+
+
+def _split_signature(params: list[Argument], callee: Function, positions: list[int]
+                     ) -> tuple[list[Argument], list[Argument], Argument]:
+    args = [Argument(arg.type, name=arg.name) for arg in params]
+    tapes = [Argument(ArrayType(callee.args[p].type.element, 1), name=f"tape.{callee.args[p].name or p}")  # type: ignore[attr-defined]
+             for p in positions]
+    run = Argument(I64, name="run")
+    return [*args, *tapes, run], tapes, run
+
+
+def _copy(builder: Builder, array: Value, tape: Value, run: Value, into_tape: bool) -> None:
+    """array[i0, i1, ...] <-> tape[run * size + row-major position], over the whole array."""
+    extents = [builder.dim(array, axis) for axis in range(array.type.rank)]  # type: ignore[attr-defined]
+    offset = builder.imul(run, array_size(builder, array))
+
+    def body(b: Builder, indices: list[Value]) -> None:
+        position = indices[0]
+        for index, extent in zip(indices[1:], extents[1:]):
+            position = b.iadd(b.imul(position, extent), index)
+        at = b.iadd(offset, position)
+        if into_tape:
+            b.store(b.load(array, *indices), tape, at)
+        else:
+            b.store(b.load(tape, at), array, *indices)
+    builder.loop_nest(extents, body, name="tape" if into_tape else "restore")
+
+
+def array_size(builder: Builder, array: Value) -> Value:
+    """The number of elements of `array`."""
+    size: Value = builder.dim(array, 0)
+    for axis in range(1, array.type.rank):  # type: ignore[attr-defined]
+        size = builder.imul(size, builder.dim(array, axis))
+    return size
 
 
 def _primal_params(callee: Function, rule: Function) -> list[Argument]:

@@ -99,7 +99,7 @@ def split_mode_rules(module: Module, optimized: bool) -> None:
             rule = reverse_mode(clone, activity, return_block).function
             del module.functions[name]
             rule.name = name
-            rule.flags.add(SPLIT_RULE)
+            rule.flags |= {SPLIT_RULE, NOINLINE}  # kept a call: its local arrays are freed when it returns
             module.add(rule)
             callee.flags.add(f"{CUSTOM_VJP_FLAG}{name}")
 

@@ -49,8 +49,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from isozyme.enzyme_ad.activity import Activity, ArgActivity
-from isozyme.enzyme_ad.cache import PrimalValues, ReverseContext, Tape
-from isozyme.enzyme_ad.custom import check_custom_call, custom_rule
+from isozyme.enzyme_ad.cache import STACK_CAPACITY, PrimalValues, ReverseContext, Tape
+from isozyme.enzyme_ad.custom import (
+    SPLIT_RULE,
+    array_size,
+    augmented_function,
+    check_custom_call,
+    custom_rule,
+    reverse_function,
+    split_snapshots,
+)
 from isozyme.enzyme_ad.errors import DifferentiationError, unsupported
 from isozyme.enzyme_ad.prepare import LoopFrame, loop_frames
 from isozyme.enzyme_ad.rules import REVERSE_RULES
@@ -343,12 +351,39 @@ class _ReverseSynthesis:
         if callee.return_type.is_float:
             active = self.is_active(call)
             operands.append(self.take_adjoint(builder, call) if active else Constant(callee.return_type, 0.0))
+        snapshots = split_snapshots(call, self.primal.written_roots) if SPLIT_RULE in rule.flags else []
+        if snapshots:
+            rule, taped = self._tape_split_call(call, rule, snapshots, builder)
+            operands += taped
         builder.call(rule, *operands)
         for value, slot in adjoints:
             if self.is_active(value):
                 self.add_adjoint(builder, value, builder.load(slot, 0))
         for shadow, extents in scratch:
             self._zero_shadow(builder, shadow, extents)
+
+    def _tape_split_call(self, call: Instruction, rule: Function, snapshots: list[int],
+                         builder: Builder) -> tuple[Function, list[Value]]:
+        """Split mode with a tape (custom.py): the forward call becomes a call of `augmented_<g>`, which
+        tapes the arrays at `snapshots` into growable tapes of this kernel, one slice per run of the call's
+        block; the reverse calls `reverse_<g>` with the tapes and the run being reversed."""
+        callee: Function = call.callee  # type: ignore[assignment]
+        module = self.function.module
+        assert module is not None and call.block is not None
+        augmented = augmented_function(module, callee, snapshots)
+        reverse = reverse_function(module, callee, rule, snapshots)
+        pointer = self.primal.stack_pointer(call.block)
+        entry = self.primal.entry_start_builder()
+        tapes = [entry.alloc(call.operands[p].type.element, STACK_CAPACITY, growable=True,  # type: ignore[attr-defined]
+                             name=f"tape.{callee.args[p].name or p}") for p in snapshots]
+        forward = Builder(loc=call.loc).before(call)
+        run = forward.load(pointer, 0)
+        for tape, position in zip(tapes, snapshots):
+            forward.grow(tape, forward.imul(forward.iadd(run, 1), array_size(forward, call.operands[position])))
+        replacement = forward.call(augmented, *call.operands, *tapes, run, name=call.name)
+        call.replace_all_uses_with(replacement)
+        call.erase()
+        return reverse, [*tapes, builder.isub(builder.load(pointer, 0), 1)]
 
     def _scratch_shadow(self, array: Value, builder: Builder) -> tuple[Value, list[Value]]:
         """A zeroed array shaped like `array` (an argument or a local array allocated once), allocated in
@@ -371,32 +406,8 @@ class _ReverseSynthesis:
 
     def _zero_shadow(self, builder: Builder, shadow: Value, extents: list[Value]) -> None:
         """Zero shadow[0:e0, 0:e1, ...]: a loop nest emitted at `builder`, which continues after it."""
-        start = builder.block
-        assert start is not None
-        indices: list[Value] = []
-        exits: list[tuple[Block, Phi, Value]] = []
-        after = start
-        for depth, extent in enumerate(extents):
-            header = self.function.add_block(f"{start.name}.zero{depth}", after=after)
-            body = self.function.add_block(f"{start.name}.zero{depth}.body", after=header)
-            preheader = builder.block
-            builder.br(header)
-            builder.at_end(header)
-            index = builder.phi(I64, [(preheader, 0)], name=f"zero.i{depth}")  # type: ignore[list-item]
-            exits.append((header, index, extent))
-            indices.append(index)
-            after = body
-            builder.cbr(builder.icmp_slt(index, extent), body, header)  # the false target is patched below
-            builder.at_end(body)
-        builder.store(0.0 if shadow.type.element.is_float else 0, shadow, *indices)  # type: ignore[attr-defined]
-        for header, index, _ in reversed(exits):
-            index.add_incoming(builder.block, builder.iadd(index, 1))  # type: ignore[arg-type]
-            builder.br(header)
-            done = self.function.add_block(f"{header.name}.done", after=builder.block)
-            terminator = header.terminator
-            assert terminator is not None
-            terminator.replace_successor(header, done)
-            builder.at_end(done)
+        zero = 0.0 if shadow.type.element.is_float else 0  # type: ignore[attr-defined]
+        builder.loop_nest(extents, lambda b, indices: b.store(zero, shadow, *indices), name="zero")
 
     def _edge(self, block: Block, pred: Block, phi_adjoints: list[tuple[Phi, Value]],
               counters: list[tuple[Loop, Value]]) -> Block:

@@ -144,6 +144,37 @@ class Builder:
         flags = {flag for flag, wanted in (("zeroed", zeroed), ("growable", growable)) if wanted}
         return self.emit(Op.ALLOC, *values, name=name, type=ArrayType(element, len(values)), flags=flags)
 
+    def loop_nest(self, extents: Sequence[Value], body: Callable[[Builder, list[Value]], None],
+                  name: str = "loop") -> None:
+        """Emit `for i0 in range(e0): for i1 in range(e1): ... body(builder, [i0, i1, ...])` at the end of
+        the current block, in new blocks placed after it (named `<block>.<name><depth>`); the builder then
+        continues in the block after the nest. The body may emit code but no control flow of its own."""
+        start = self.block
+        assert start is not None and start.function is not None
+        function = start.function
+        indices: list[Value] = []
+        headers: list[tuple[Block, Phi, Instruction]] = []
+        after = start
+        for depth, extent in enumerate(extents):
+            header = function.add_block(f"{start.name}.{name}{depth}", after=after)
+            inner = function.add_block(f"{start.name}.{name}{depth}.body", after=header)
+            entering = self.block
+            self.br(header)
+            self.at_end(header)
+            index = self.phi(I64, [(entering, 0)], name=f"{name}.i{depth}")  # type: ignore[list-item]
+            branch = self.cbr(self.icmp_slt(index, extent), inner, inner)  # the exit is patched below
+            headers.append((header, index, branch))
+            indices.append(index)
+            after = inner
+            self.at_end(inner)
+        body(self, indices)
+        for header, index, branch in reversed(headers):
+            index.add_incoming(self.block, self.iadd(index, 1))  # type: ignore[arg-type]
+            self.br(header)
+            done = function.add_block(f"{header.name}.done", after=self.block)
+            branch.successors = (branch.successors[0], done)
+            self.at_end(done)
+
     def grow(self, array: Value, count: Operand) -> Instruction:
         """`grow %array, %count`: the growable `array` (an alloc's result) gets at least `count` elements."""
         return self.emit(Op.GROW, array, self._as_value(count, I64), type=VOID)

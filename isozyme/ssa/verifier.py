@@ -14,8 +14,8 @@
 5. types: per-op rules from the op table (operand classes, one shared type, derived result type), memory
    ops (array operand, index count and type, stored value type, dim axis), casts, calls (callee in the
    module, argument count and types, result type), `ret` against the function's return type; growable
-   allocs (1-d, used only as the array of load, store, atomic_add and grow) and `grow` (its array is a
-   growable alloc itself, never a phi or an argument; its count is i64).
+   allocs (1-d, used only as the array of load, store, atomic_add and grow, or a call argument) and
+   `grow` (its array is a growable alloc itself, never a phi or an argument; its count is i64).
 
 Structural problems stop the check before dominance, which needs well-formed terminators.
 """
@@ -289,18 +289,19 @@ def _check_alloc(v: _FunctionVerifier, inst: Instruction) -> str | None:
 
 
 GROWABLE_ARRAY_OPERAND: dict[Op, int] = {Op.LOAD: 0, Op.STORE: 1, Op.ATOMIC_ADD: 1, Op.GROW: 0}
-"""The only uses a growable alloc may have: the array operand (at this position) of these ops. Not `dim`
-(pure, so cse would merge dims across a `grow`), nor phis, calls or `ret` (backends keep the array behind
-a descriptor that only the alloc's own value reaches)."""
+"""The uses a growable alloc may have: the array operand (at this position) of these ops, and an argument of
+a call (the callee sees the array as it is then, and cannot grow it: its parameter is no alloc). Not `dim`
+(pure, so cse would merge dims across a `grow`), nor phis or `ret` (backends keep the array behind a
+descriptor that only the alloc's own value reaches)."""
 
 
 def _check_growable_uses(v: _FunctionVerifier, inst: Instruction) -> str | None:
     if inst.type.rank != 1:  # type: ignore[attr-defined]
         return f"a growable array must be 1-d, got a {inst.type.rank}-d one"  # type: ignore[attr-defined]
     for use in inst.uses:
-        if GROWABLE_ARRAY_OPERAND.get(use.user.op) != use.index:
-            return (f"a growable array may only be the array operand of load, store, atomic_add or grow; "
-                    f"it is operand {use.index} of {v.describe(use.user)}")
+        if GROWABLE_ARRAY_OPERAND.get(use.user.op) != use.index and use.user.op is not Op.CALL:
+            return (f"a growable array may only be the array operand of load, store, atomic_add or grow, or "
+                    f"an argument of a call; it is operand {use.index} of {v.describe(use.user)}")
     return None
 
 
