@@ -384,3 +384,10 @@ def test_a_forward_rule_with_the_wrong_signature_is_a_type_error() -> None:
 
     with pytest.raises(TypeError, match=r"must take \(x: f64, d_x: f64, d_return: f64\[\?\]\)"):
         square.defjvp(square_jvp)
+
+
+def test_show_cache_lists_the_arrays_a_split_call_tapes() -> None:
+    text = iz.show_cache(diffused_energy, ("dup", "active", "const"))
+    line = next(line for line in text.splitlines() if line.startswith("%u "))
+    assert "x size(u) per run of" in line and "(grows)" in line
+    assert f":{_line_of(diffused_energy, 'diffuse(u, r)')}" in line

@@ -53,7 +53,7 @@ from isozyme.enzyme_ad.prepare import LoopFrame
 from isozyme.optimize.memory_effects import array_operands, array_root, call_effects
 from isozyme.ssa.builder import Builder
 from isozyme.ssa.dominators import DominatorTree
-from isozyme.ssa.ir import Argument, Block, Constant, Function, Instruction, Phi, Value
+from isozyme.ssa.ir import Argument, Block, Constant, Function, Instruction, Phi, SourceLoc, Value
 from isozyme.ssa.loops import Loop, LoopNest
 from isozyme.ssa.ops import OP_INFO, Op
 from isozyme.ssa.trip_count import induction_variable
@@ -112,6 +112,8 @@ class Tape:
     stack_pointer: Instruction | None = None
     """For a stack tape: the slot counting the runs of the value's block (module docstring); None for an
     indexed tape."""
+    loc: SourceLoc | None = None
+    """Where the taping happens, when not at the value's definition (a split-mode call tapes an argument)."""
 
     @property
     def element(self) -> ScalarType:
@@ -270,7 +272,7 @@ class PrimalValues:
     def _make_tape(self, value: Instruction) -> Tape:
         block = value.block
         assert block is not None
-        loops = _loops_around(self.nest, block)
+        loops = loops_around(self.nest, block)
         if any(self.frames[loop].trip is None or self.in_entry(self.frames[loop].trip, loop) is None  # type: ignore[arg-type]
                for loop in loops):
             return self._make_stack_tape(value, loops)
@@ -350,7 +352,7 @@ class PrimalValues:
         None when neither is known when the kernel starts (it depends on values the kernel computes)."""
         copy = self._entry_copy(value, {})
         if copy is None:
-            copy = self._entry_bound(value, _loops_around(self.nest, loop.header)[:-1])
+            copy = self._entry_bound(value, loops_around(self.nest, loop.header)[:-1])
         return copy
 
     def bound_in_entry(self, value: Value, block: Block) -> Value | None:
@@ -358,7 +360,7 @@ class PrimalValues:
         around `block`, computed in the entry block (as `in_entry`); None when not known there."""
         copy = self._entry_copy(value, {})
         if copy is None:
-            copy = self._entry_bound(value, _loops_around(self.nest, block))
+            copy = self._entry_bound(value, loops_around(self.nest, block))
         return copy
 
     def _entry_copy(self, value: Value, substitute: dict[Value, Value], depth: int = 0) -> Value | None:
@@ -499,7 +501,7 @@ def _after(value: Instruction) -> Builder:
     return Builder(loc=value.loc).before(block.instructions[block.instructions.index(value) + 1])
 
 
-def _loops_around(nest: LoopNest, block: Block) -> list[Loop]:
+def loops_around(nest: LoopNest, block: Block) -> list[Loop]:
     """The loops containing `block`, outermost first."""
     loops = []
     loop = nest.loop_of(block)

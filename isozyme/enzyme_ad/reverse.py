@@ -49,7 +49,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from isozyme.enzyme_ad.activity import Activity, ArgActivity
-from isozyme.enzyme_ad.cache import STACK_CAPACITY, PrimalValues, ReverseContext, Tape
+from isozyme.enzyme_ad.cache import STACK_CAPACITY, PrimalValues, ReverseContext, Tape, loops_around
 from isozyme.enzyme_ad.custom import (
     SPLIT_RULE,
     array_size,
@@ -376,6 +376,12 @@ class _ReverseSynthesis:
         entry = self.primal.entry_start_builder()
         tapes = [entry.alloc(call.operands[p].type.element, STACK_CAPACITY, growable=True,  # type: ignore[attr-defined]
                              name=f"tape.{callee.args[p].name or p}") for p in snapshots]
+        loops = loops_around(self.nest, call.block)
+        for tape, position in zip(tapes, snapshots):  # for show_cache: a slice of the whole array per run
+            array = call.operands[position]
+            self.primal.tapes[tape] = Tape(array, tape, loops, [],
+                                           f"size({array.name or 'array'}) per run of {call.block.name} (grows)",
+                                           pointer, call.loc)
         forward = Builder(loc=call.loc).before(call)
         run = forward.load(pointer, 0)
         for tape, position in zip(tapes, snapshots):

@@ -309,7 +309,7 @@ def show_cache(kernel: Kernel, activity: Sequence[str | ArgActivity], opt: str =
     gradient = differentiate(kernel, parse_activity(kernel, activity), opt)
     lines = [f"; cache of diffe_{kernel.definition.name} (opt={opt}): {len(gradient.tapes)} taped value(s)"]
     for tape in gradient.tapes:
-        loc = tape.value.loc
+        loc = tape.loc or tape.value.loc
         where = f"{loc.file}:{loc.line}" if loc is not None else "?"
         name = f"%{tape.value.name}" if tape.value.name else f"<{tape.value.op}>"  # type: ignore[attr-defined]
         lines.append(f"{name}  {tape.element}  x {tape.size_text}  at {where}")
