@@ -179,7 +179,9 @@ class PrimalValues:
         return len(leaves) <= MAX_TAPED_LEAVES
 
     def _collect_leaves(self, value: Value, context: ReverseContext, leaves: set[Value], depth: int) -> bool:
-        if self.is_available(value, context) or value.type.is_array:
+        if value.type.is_array:
+            return self.array_available(value)
+        if self.is_available(value, context):
             return True
         if not isinstance(value, Instruction) or depth >= RECOMPUTE_DEPTH:
             return False
@@ -217,13 +219,19 @@ class PrimalValues:
             return False
         if value.op is Op.LOAD:
             root = array_root(value.operands[0])
-            if root is None or self.written_roots is None or root in self.written_roots:
+            if root is None or self.written_roots is None or root in self.written_roots \
+                    or not self.array_available(value.operands[0]):
                 return False
             return all(self.is_available(index, context, depth + 1) for index in value.operands[1:])
         if value.op not in CHEAP_OPS:
             return False
-        return all(operand.type.is_array or self.is_available(operand, context, depth + 1)
-                   for operand in value.operands)
+        return all(self.array_available(operand) if operand.type.is_array
+                   else self.is_available(operand, context, depth + 1) for operand in value.operands)
+
+    def array_available(self, array: Value) -> bool:
+        """Can reverse code use the array value `array` itself: an argument, or a local array allocated once
+        (outside loops, on every path)? (Arrays are never taped.)"""
+        return isinstance(array, Argument) or self.is_direct(array)
 
     def _induction(self, value: Value) -> tuple[Loop, Value, Value] | None:
         """(loop, start, step) when `value` is an integer induction variable of its loop's header: it
