@@ -391,3 +391,17 @@ def test_show_cache_lists_the_arrays_a_split_call_tapes() -> None:
     line = next(line for line in text.splitlines() if line.startswith("%u "))
     assert "x size(u) per run of" in line and "(grows)" in line
     assert f":{_line_of(diffused_energy, 'diffuse(u, r)')}" in line
+
+
+@by_variant
+def test_hvp_through_a_split_call_matches_differences_of_the_gradient(opt: str, backend: str) -> None:
+    """Forward over reverse through augmented_/reverse_ calls and their tapes; v is left as it was."""
+    rng = np.random.default_rng(2)
+    u, r, v = rng.uniform(-1, 1, 6), 0.3, rng.uniform(-1, 1, 6)
+    v_given = v.copy()
+    hv = iz.hvp(diffused_energy, argnums=0, opt=opt, backend=backend)(u.copy(), r, 3, v)
+    assert np.array_equal(v, v_given)
+
+    def gradient(z: np.ndarray) -> np.ndarray:
+        return iz.grad(diffused_energy, argnums=0, opt="none", backend="interp")(z.copy(), r, 3)
+    assert np.allclose(hv, central_difference(gradient, u, v, 1e-4), rtol=1e-7, atol=1e-9)

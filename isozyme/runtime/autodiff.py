@@ -494,11 +494,12 @@ def _hvp_positions(kernel: Kernel, params: list[Parameter], argnums: int | Seque
 
 
 def _direction(kernel: Kernel, param: Parameter, arg: object, v: object) -> object:
-    """The part of v for one argument: an array of the argument's shape, or a number."""
+    """The part of v for one argument: an array of the argument's shape (a copy: the derivative overwrites
+    the tangent of an array the kernel writes, and v stays the caller's), or a number."""
     if not isinstance(param.type, ArrayType):
         _check_scalar_tangent(kernel, param, v)
         return float(v)  # type: ignore[arg-type]
-    direction = np.ascontiguousarray(np.asarray(v, dtype=param.type.element.numpy_dtype))
+    direction = np.array(v, dtype=param.type.element.numpy_dtype, order="C", copy=True)
     shape = np.shape(arg)
     if direction.shape != shape:
         raise ValueError(f"the direction v for {_where(kernel, param)} must have the argument's shape {shape}, "
