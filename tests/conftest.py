@@ -1,11 +1,33 @@
-"""Test-session setup: compiled code goes to a fresh disk cache, never to the user's `~/.cache/isozyme`.
+"""Test-session setup: compiled code goes to a fresh disk cache, never to the user's `~/.cache/isozyme`; the
+hypothesis profiles.
 
-Tests that study the cache itself point `ISOZYME_CACHE_DIR` at their own directories."""
+Tests that study the cache itself point `ISOZYME_CACHE_DIR` at their own directories.
+
+Hypothesis profiles (`--hypothesis-profile=NAME`):
+- "ci", the default of every run: derandomized (the same examples on every run, CI is reproducible), no
+  deadline (the first example pays for compiling), no example database, no `explain` phase (its line report
+  is noise for generated code), and the health checks that slow generated programs trip suppressed.
+  `max_examples` stays hypothesis' 100: tests that fix their own count keep it, the fuzz tests
+  (`test_gradient_fuzz.py`) take shares of it.
+- "long": 10 times the examples, randomized, with hypothesis' example database (.hypothesis/, so a failure
+  replays on the next run), for bug hunts: `python -m pytest -m fuzz --hypothesis-profile=long`.
+"""
 
 from __future__ import annotations
 
 import os
 import tempfile
+
+from hypothesis import HealthCheck, Phase, settings
+
+_QUIET = {
+    "deadline": None,
+    "phases": (Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink),
+    "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
+}
+settings.register_profile("ci", max_examples=100, derandomize=True, database=None, **_QUIET)
+settings.register_profile("long", max_examples=1000, derandomize=False, **_QUIET)
+settings.load_profile("ci")
 
 
 def pytest_configure(config: object) -> None:
