@@ -28,6 +28,7 @@ The features, each behind a switch:
 | `overwrites` | stores into the input arrays `x`, `y` (`x[i] = 0.5 * x[i] * x[i]`) that later reads see |
 | `accumulators` | `s += e`, `s -= e`, `s = 0.5 * s + e`, `s *= tanh(e)` on variables of enclosing scopes |
 | `helper_calls` | `@iz.kernel` helpers returning a float or writing an array, called from the entry |
+| `split_calls` | helpers declared `@iz.kernel(inline=False)`: reverse mode differentiates their calls in split mode |
 | `local_arrays` | `iz.zeros(n, f64)` / `iz.empty(n, f64)` at the function's top level, filled before read |
 | `local_arrays_in_loops` | the same where the allocation does not dominate the exit: in a loop body or a branch, |
 | | after an early `return`, or in a helper called there |
@@ -73,7 +74,7 @@ T = TypeVar("T")
 FEATURES = frozenset({
     "loss", "second_input", "index_table", "nested_loops", "reversed_ranges", "triangular_loops",
     "computed_trip_counts", "data_trip_counts", "while_loops", "break", "continue", "return_in_loop",
-    "branches", "early_return", "overwrites", "accumulators", "helper_calls", "local_arrays",
+    "branches", "early_return", "overwrites", "accumulators", "helper_calls", "split_calls", "local_arrays",
     "local_arrays_in_loops", "math",
 })
 """Every switch the generator knows (module docstring)."""
@@ -592,7 +593,11 @@ def _helper(gen: Generator, index: int) -> tuple[Helper, list[str]]:
     else:
         fn.emit(Ctx(), f"return {gen.expr(fn).text}")
     allocates = any("iz.zeros(" in line or "iz.empty(" in line for line in fn.lines)
-    return Helper(name, kind, allocates), ["@iz.kernel", f"def {name}({signature}:", *fn.lines]
+    decorator = "@iz.kernel"
+    if gen.on("split_calls") and gen.chance(50):
+        gen.use("split_calls")
+        decorator = "@iz.kernel(inline=False)"
+    return Helper(name, kind, allocates), [decorator, f"def {name}({signature}:", *fn.lines]
 
 
 def _entry(gen: Generator, helpers: list[Helper]) -> tuple[list[tuple[str, str]], bool, list[str]]:

@@ -405,3 +405,42 @@ def test_hvp_through_a_split_call_matches_differences_of_the_gradient(opt: str, 
     def gradient(z: np.ndarray) -> np.ndarray:
         return iz.grad(diffused_energy, argnums=0, opt="none", backend="interp")(z.copy(), r, 3)
     assert np.allclose(hv, central_difference(gradient, u, v, 1e-4), rtol=1e-7, atol=1e-9)
+
+
+@iz.kernel(inline=False)
+def blend_into(dst: Array[f64], src: Array[f64], n: i64, c: f64) -> None:
+    for j in range(n):
+        dst[j] = iz.sin(src[j] * c) + dst[j] * 0.5
+
+
+@iz.kernel(inline=False)
+def weighted_squares(v: Array[f64], n: i64, c: f64) -> f64:
+    s = 0.0
+    for j in range(n):
+        s += v[j] * v[j] * c
+    return s
+
+
+@iz.kernel
+def scratch_through_split_calls(x: Array[f64], n: i64, a: f64) -> f64:
+    s = 0.0
+    for i in range(n):
+        t = iz.zeros(n, f64)  # local arrays allocated in a loop and a branch, passed to kernels not inlined
+        blend_into(t, x, n, a + i)
+        s += weighted_squares(t, n, a) + t[i]
+        if x[i] > 0.5:
+            w = iz.zeros(n, f64)
+            blend_into(w, t, n, a)
+            s += weighted_squares(w, n, 1.5)
+    return s
+
+
+@by_variant
+def test_local_arrays_of_loops_and_branches_passed_to_split_calls(opt: str, backend: str) -> None:
+    x, a = np.array([0.2, 0.9, 0.4, 0.7, 0.1]), 0.7
+    gx, ga = iz.grad(scratch_through_split_calls, argnums=(0, 2), opt=opt, backend=backend)(x, 5, a)
+    f = scratch_through_split_calls.py_func
+    for k in range(5):
+        assert gx[k] == pytest.approx(central_difference(lambda v: f(v, 5, a), x, np.eye(5)[k], 1e-4), rel=1e-7)
+    fd_a = central_difference(lambda v: f(x, 5, v[0]), np.array([a]), np.ones(1), 1e-4)
+    assert ga == pytest.approx(float(fd_a), rel=1e-7)

@@ -60,7 +60,7 @@ pytestmark = pytest.mark.fuzz
 ENABLED_FEATURES = frozenset({
     "loss", "second_input", "index_table", "nested_loops", "reversed_ranges", "triangular_loops",
     "computed_trip_counts", "data_trip_counts", "while_loops", "break", "continue", "return_in_loop",
-    "branches", "early_return", "overwrites", "accumulators", "helper_calls", "local_arrays",
+    "branches", "early_return", "overwrites", "accumulators", "helper_calls", "split_calls", "local_arrays",
     "local_arrays_in_loops",  # disabled (with a KNOWN_CRASHES entry) while UNDOMINATED_ALLOC was open
     "math",
 })

@@ -39,7 +39,8 @@ per call, what the recomputation needs taped (`split_snapshots`):
 - nothing, when g writes none of its arrays and the calling kernel does not write those g reads (a readonly
   callee whose result matters by value): the reverse pass calls `diffe_<g>` on the arguments (scalars
   looked up, taped if needed);
-- otherwise the arrays g writes and those it reads that the caller writes: the forward call becomes a call
+- otherwise the arrays g writes, those it reads that the caller writes, and those the reverse pass cannot
+  use (local arrays allocated in a loop or a branch; their extents are taped): the forward call becomes a call
   of `augmented_<g>.<positions>`, which copies those arrays (flattened) into growable tapes of the calling
   kernel, one slice per run of the call's block, then runs g; the reverse calls `reverse_<g>.<positions>`,
   which restores each taped array into a local copy (as it was at the call) and runs `diffe_<g>` on the
@@ -52,6 +53,8 @@ Enzyme's recompute-versus-cache trade, taken at the call boundary. `reverse_<g>`
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from isozyme.enzyme_ad.activity import ArgActivity
 from isozyme.enzyme_ad.errors import DifferentiationError, unsupported
@@ -133,9 +136,11 @@ def check_custom_call(call: Instruction, rule: Function, caller_writes: set[Valu
                               "the rule would not see it as it was at the call")
 
 
-def split_snapshots(call: Instruction, caller_writes: set[Value] | None) -> list[int]:
+def split_snapshots(call: Instruction, caller_writes: set[Value] | None,
+                    available: Callable[[Value], bool]) -> list[int]:
     """The positions of the array arguments a split-mode call must tape (module docstring): those the
-    callee writes, and those it reads that the calling kernel writes (or may: an unknown root)."""
+    callee writes, those it reads that the calling kernel writes (or may: an unknown root), and those the
+    reverse pass cannot use itself (`available`: a local array allocated in a loop or a branch)."""
     callee: Function = call.callee  # type: ignore[assignment]
     reads, writes = reads_and_writes(callee)
     positions = []
@@ -143,7 +148,8 @@ def split_snapshots(call: Instruction, caller_writes: set[Value] | None) -> list
         if not param.type.is_array:
             continue
         root = array_root(value)
-        if param in writes or (param in reads and (caller_writes is None or root is None or root in caller_writes)):
+        written = caller_writes is None or root is None or root in caller_writes
+        if param in writes or (param in reads and written) or not available(value):
             positions.append(index)
     return positions
 
@@ -165,23 +171,35 @@ def augmented_function(module: Module, callee: Function, positions: list[int]) -
 
 
 def reverse_function(module: Module, callee: Function, rule: Function, positions: list[int]) -> Function:
-    """`reverse_<g>`: the parameters of its rule `diffe_<g>`, one tape per position and `run`; restores
-    each taped array, as it was when g was called, into a local copy and runs the rule on the copies (the
+    """`reverse_<g>`: the parameters of its rule `diffe_<g>`, except that each array at `positions` is given
+    by its extents (`<x>.shape<k>`), then one tape per position and `run`; restores each taped array, as it
+    was when g was called, into a local copy of those extents and runs the rule on the copies (the
     recomputation of g writes the copies, never the kernel's arrays)."""
     name = _split_name("reverse", callee, positions)
     if name in module:
         return module[name]
     rule_positions = [_primal_params(callee, rule)[p].index for p in positions]
-    args, tapes, offset = _split_signature(rule.args, callee, positions)
-    function = module.add(Function(name, args, VOID, flags={NOINLINE}, loc=callee.loc))
+    params: list[Argument] = []
+    shapes: dict[int, list[Argument]] = {}
+    for index, arg in enumerate(rule.args):
+        if index in rule_positions:
+            shapes[index] = [Argument(I64, name=f"{arg.name}.shape{axis}") for axis in range(arg.type.rank)]  # type: ignore[attr-defined]
+            params += shapes[index]
+        else:
+            params.append(Argument(arg.type, name=arg.name))
+    _, tapes, run = _split_signature([], callee, positions)
+    function = module.add(Function(name, [*params, *tapes, run], VOID, flags={NOINLINE}, loc=callee.loc))
     builder = Builder(function.add_block("entry"), callee.loc)  # kept a call: the copies are freed at its return
-    operands: list[Value] = list(args[:len(rule.args)])
-    for position, tape in zip(rule_positions, tapes):
-        array = args[position]
-        extents = [builder.dim(array, axis) for axis in range(array.type.rank)]  # type: ignore[attr-defined]
-        copy = builder.alloc(array.type.element, *extents, name=f"{array.name}.at_call")  # type: ignore[attr-defined]
-        _copy(builder, copy, tape, offset, into_tape=False)
-        operands[position] = copy
+    operands: list[Value] = []
+    given = iter(params)
+    for index, arg in enumerate(rule.args):
+        if index not in shapes:
+            operands.append(next(given))
+            continue
+        extents = [next(given) for _ in shapes[index]]
+        copy = builder.alloc(arg.type.element, *extents, name=f"{arg.name}.at_call")  # type: ignore[attr-defined]
+        _copy(builder, copy, tapes[rule_positions.index(index)], run, into_tape=False)
+        operands.append(copy)
     builder.call(rule, *operands)
     builder.ret()
     return function

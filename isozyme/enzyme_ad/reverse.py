@@ -325,19 +325,23 @@ class _ReverseSynthesis:
         """The reverse of a call of a kernel with a custom reverse rule: a call of the rule (`custom.py`)."""
         check_custom_call(call, rule, self.primal.written_roots)
         callee: Function = call.callee  # type: ignore[assignment]
-        operands: list[Value] = []
+        split = SPLIT_RULE in rule.flags
+        snapshots = split_snapshots(call, self.primal.written_roots, self.primal.array_available) if split else []
+        operands: list[Value | list[Value]] = []
         adjoints: list[tuple[Value, Instruction]] = []
         scratch: list[tuple[Value, list[Value]]] = []
-        for param, value in zip(callee.args, call.operands):
+        for position, (param, value) in enumerate(zip(callee.args, call.operands)):
             if param.type.is_array:
-                if not self.primal.is_direct(value) and not isinstance(value, Argument):
+                available = self.primal.array_available(value)
+                if not available and position not in snapshots:
                     raise unsupported(call, "an array passed to a kernel with a custom derivative must be an "
                                       "argument or a local array allocated once")
-                operands.append(value)
+                extents = self._extents_at_call(call, value, context, builder)
+                operands.append(extents if position in snapshots else value)  # reverse_<g> takes the extents
                 if param.type.element.is_float:  # type: ignore[attr-defined]
                     shadow = self.shadows.get(value) if self.activity.is_active_memory(value) else None
                     if shadow is None:
-                        shadow, extents = self._scratch_shadow(value, builder)
+                        shadow = self._scratch_shadow(value, extents)
                         scratch.append((shadow, extents))
                     operands.append(shadow)
                 continue
@@ -351,16 +355,26 @@ class _ReverseSynthesis:
         if callee.return_type.is_float:
             active = self.is_active(call)
             operands.append(self.take_adjoint(builder, call) if active else Constant(callee.return_type, 0.0))
-        snapshots = split_snapshots(call, self.primal.written_roots) if SPLIT_RULE in rule.flags else []
         if snapshots:
             rule, taped = self._tape_split_call(call, rule, snapshots, builder)
             operands += taped
-        builder.call(rule, *operands)
+        builder.call(rule, *[v for operand in operands for v in (operand if isinstance(operand, list) else [operand])])
         for value, slot in adjoints:
             if self.is_active(value):
                 self.add_adjoint(builder, value, builder.load(slot, 0))
         for shadow, extents in scratch:
             self._zero_shadow(builder, shadow, extents)
+
+    def _extents_at_call(self, call: Instruction, array: Value, context: ReverseContext,
+                         builder: Builder) -> list[Value]:
+        """The extents `array` had at `call`, usable in the reverse: its dims when the array is, else dims
+        taken in the forward pass before the call and looked up (taped when needed)."""
+        rank = array.type.rank  # type: ignore[attr-defined]
+        if self.primal.array_available(array):
+            return [builder.dim(array, axis) for axis in range(rank)]
+        forward = Builder(loc=call.loc).before(call)
+        dims = [forward.dim(array, axis) for axis in range(rank)]
+        return [self.primal.lookup(dim, context, builder) for dim in dims]
 
     def _tape_split_call(self, call: Instruction, rule: Function, snapshots: list[int],
                          builder: Builder) -> tuple[Function, list[Value]]:
@@ -391,24 +405,22 @@ class _ReverseSynthesis:
         call.erase()
         return reverse, [*tapes, builder.isub(builder.load(pointer, 0), 1)]
 
-    def _scratch_shadow(self, array: Value, builder: Builder) -> tuple[Value, list[Value]]:
-        """A zeroed array shaped like `array` (an argument or a local array allocated once), allocated in
-        the entry block, for a rule to write the adjoint of a Const array into; and its extents."""
-        rank = array.type.rank  # type: ignore[attr-defined]
-        if isinstance(array, Argument):
-            entry = self.primal.entry_builder()
-            extents = [entry.dim(array, axis) for axis in range(rank)]
-            shadow = entry.alloc(array.type.element, *extents, zeroed=True, name=f"d_{array.name}.scratch")  # type: ignore[attr-defined]
-            return shadow, extents
-        extents = [builder.dim(array, axis) for axis in range(rank)]
-        bounds = [self.primal.bound_in_entry(extent, array.block) for extent in array.operands]  # type: ignore[attr-defined]
-        if any(bound is None for bound in bounds):
-            raise unsupported(array, "a Const local array passed to a kernel with a custom derivative needs "  # type: ignore[arg-type]
-                              "extents known when the kernel starts")
+    def _scratch_shadow(self, array: Value, extents: list[Value]) -> Value:
+        """A zeroed array at least as large as `array` (whose extents at the call are `extents`), allocated in
+        the entry block, for a rule to write the adjoint of a Const array into (zeroed again after it)."""
         entry = self.primal.entry_builder()
-        shadow = entry.alloc(array.type.element, *[entry.imax(b, 0) for b in bounds], zeroed=True,  # type: ignore[attr-defined, misc]
-                             name=f"d_{array.name or 'local'}.scratch")
-        return shadow, extents
+        if isinstance(array, Argument):
+            bounds: list[Value | None] = [entry.dim(array, axis) for axis in range(len(extents))]
+        elif isinstance(array, Instruction) and array.op is Op.ALLOC:
+            bounds = [self.primal.bound_in_entry(extent, array.block) for extent in array.operands]  # type: ignore[arg-type]
+        else:
+            bounds = [None]
+        if any(bound is None for bound in bounds):
+            raise unsupported(array if isinstance(array, Instruction) else extents[0],  # type: ignore[arg-type]
+                              "a Const array passed to a kernel with a custom derivative needs extents known "
+                              "when the kernel starts")
+        return entry.alloc(array.type.element, *[entry.imax(b, 0) for b in bounds],  # type: ignore[attr-defined, misc]
+                           zeroed=True, name=f"d_{array.name or 'local'}.scratch")
 
     def _zero_shadow(self, builder: Builder, shadow: Value, extents: list[Value]) -> None:
         """Zero shadow[0:e0, 0:e1, ...]: a loop nest emitted at `builder`, which continues after it."""
