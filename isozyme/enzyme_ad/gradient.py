@@ -75,6 +75,7 @@ def reverse_gradient(module: Module, function: Function, activities: Sequence[Ar
     activity = analyze_activity(function, activities)
     result = reverse_mode(function, activity, return_block)
     keep_only_callees_of(module, result.function)
+    run_passes(module, ["func-attrs"], pass_options)  # the derivative writes its shadows: new memory flags
     verify(module)
     if on_stage is not None:
         on_stage("grad", module)
@@ -161,6 +162,7 @@ def _forward_then_optimize(module: Module, function: Function, activity: Activit
                            on_stage: Callable[[str, Module], None] | None) -> ForwardDerivative:
     forward_mode(function, activity)
     keep_only_callees_of(module, function)
+    run_passes(module, ["func-attrs"], pass_options)  # the derivative writes its shadows: new memory flags
     verify(module)
     if on_stage is not None:
         on_stage("fwd", module)
