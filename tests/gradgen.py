@@ -64,12 +64,11 @@ import itertools
 import types
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 from hypothesis import strategies as st
-
-T = TypeVar("T")
+from kernelgen import Choices
 
 FEATURES = frozenset({
     "loss", "second_input", "index_table", "nested_loops", "reversed_ranges", "triangular_loops",
@@ -198,7 +197,7 @@ class Program:
         return f"Program(features={sorted(self.features)}, source='''\n{self.source}''')"
 
 
-class Generator:
+class Generator(Choices):
     """Makes one program from entropy bytes, deterministically (a byte per choice; zero bytes, also past
     the end, take the first option, so shrinking the bytes simplifies the program, as in kernelgen)."""
 
@@ -213,20 +212,6 @@ class Generator:
         byte = self.entropy[self.position] if self.position < len(self.entropy) else 0
         self.position += 1
         return lo + byte % (hi - lo + 1)
-
-    def pick(self, options: Sequence[T]) -> T:
-        return options[self.integer(0, len(options) - 1)]
-
-    def chance(self, percent: int) -> bool:
-        return self.integer(0, 99) >= 100 - percent
-
-    def weighted(self, options: Sequence[tuple[int, T]]) -> T:
-        roll = self.integer(0, sum(w for w, _ in options) - 1)
-        for weight, value in options:
-            if roll < weight:
-                return value
-            roll -= weight
-        raise AssertionError("unreachable")
 
     def on(self, feature: str) -> bool:
         return feature in self.features

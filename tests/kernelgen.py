@@ -224,7 +224,29 @@ def _flit(text: str) -> str:
     return f"({text})" if text.startswith("-") else text
 
 
-class Generator:
+class Choices:
+    """Random choices drawn from `integer(lo, hi)` (which a subclass defines from its entropy bytes); each
+    shrinks towards its first / smallest / False option."""
+
+    def integer(self, lo: int, hi: int) -> int:
+        raise NotImplementedError
+
+    def pick(self, options: Sequence[T]) -> T:
+        return options[self.integer(0, len(options) - 1)]
+
+    def chance(self, percent: int) -> bool:
+        return self.integer(0, 99) >= 100 - percent
+
+    def weighted(self, options: Sequence[tuple[int, T]]) -> T:
+        roll = self.integer(0, sum(w for w, _ in options) - 1)
+        for weight, value in options:
+            if roll < weight:
+                return value
+            roll -= weight
+        raise AssertionError("unreachable")
+
+
+class Generator(Choices):
     """Makes one program from a string of entropy bytes, deterministically.
 
     Every choice reads one or two bytes; a zero byte (also past the end) takes the first, smallest or
@@ -247,20 +269,6 @@ class Generator:
         chunk = self.entropy[self.position:self.position + width]
         self.position += width
         return lo + int.from_bytes(chunk, "little") % (hi - lo + 1)
-
-    def pick(self, options: Sequence[T]) -> T:
-        return options[self.integer(0, len(options) - 1)]
-
-    def chance(self, percent: int) -> bool:
-        return self.integer(0, 99) >= 100 - percent
-
-    def weighted(self, options: Sequence[tuple[int, T]]) -> T:
-        roll = self.integer(0, sum(w for w, _ in options) - 1)
-        for weight, value in options:
-            if roll < weight:
-                return value
-            roll -= weight
-        raise AssertionError("unreachable")
 
     # --- squashing: reduce a value's magnitude ----------------------------------------------------
 

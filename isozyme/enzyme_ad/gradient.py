@@ -74,14 +74,21 @@ def reverse_gradient(module: Module, function: Function, activities: Sequence[Ar
     return_block = prepare_for_differentiation(module, function, optimized=opt == "post", keep_custom=True)
     activity = analyze_activity(function, activities)
     result = reverse_mode(function, activity, return_block)
-    keep_only_callees_of(module, result.function)
-    run_passes(module, ["func-attrs"], pass_options)  # the derivative writes its shadows: new memory flags
+    finish_derivative(module, result.function, "grad", opt, pass_options, on_stage)
+    return Gradient(module, result.function, activity, result.tapes)
+
+
+def finish_derivative(module: Module, derivative: Function, stage: str, opt: str,
+                      pass_options: PassOptions | None, on_stage: Callable[[str, Module], None] | None) -> None:
+    """After AD: keep `derivative` and what it calls, recompute memory flags (a derivative writes its
+    shadows), verify, report `stage`, and optimize unless opt="none"."""
+    keep_only_callees_of(module, derivative)
+    run_passes(module, ["func-attrs"], pass_options)
     verify(module)
     if on_stage is not None:
-        on_stage("grad", module)
+        on_stage(stage, module)
     if opt != "none":
         run_passes(module, ["O2"], pass_options)
-    return Gradient(module, result.function, activity, result.tapes)
 
 
 def split_mode_rules(module: Module, optimized: bool) -> None:
@@ -161,13 +168,7 @@ def _forward_then_optimize(module: Module, function: Function, activity: Activit
                            pass_options: PassOptions | None,
                            on_stage: Callable[[str, Module], None] | None) -> ForwardDerivative:
     forward_mode(function, activity)
-    keep_only_callees_of(module, function)
-    run_passes(module, ["func-attrs"], pass_options)  # the derivative writes its shadows: new memory flags
-    verify(module)
-    if on_stage is not None:
-        on_stage("fwd", module)
-    if opt != "none":
-        run_passes(module, ["O2"], pass_options)
+    finish_derivative(module, function, "fwd", opt, pass_options, on_stage)
     return ForwardDerivative(module, function, activity)
 
 

@@ -225,15 +225,22 @@ def _check_shadow(kernel: Kernel, param: Parameter, arg: Duplicated) -> None:
                          f"({array.dtype}, {array.shape}), not ({shadow.dtype}, {shadow.shape})")
 
 
-def autodiff(kernel: Kernel, *args: object, seed: float = 1.0, opt: str = "post",
-             backend: str | None = None) -> tuple[object, tuple[object, ...]]:
-    """Reverse mode (module docstring): `(primal_return, adjoints of the Active arguments)`."""
+def _checked_signature(api: str, kernel: Kernel, args: Sequence[object]) -> tuple[list[Parameter], Type]:
+    """The kernel's signature, after checking that it is a kernel and that `args` has one value per
+    parameter (TypeError otherwise)."""
     if not isinstance(kernel, Kernel):
-        raise TypeError(f"autodiff needs an @iz.kernel, got {type(kernel).__name__}")
+        raise TypeError(f"{api} needs an @iz.kernel, got {type(kernel).__name__}")
     params, return_type = _signature(kernel)
     if len(args) != len(params):
         raise TypeError(f"kernel '{kernel.definition.name}' takes {len(params)} argument(s) "
                         f"({', '.join(p.name for p in params)}), got {len(args)}")
+    return params, return_type
+
+
+def autodiff(kernel: Kernel, *args: object, seed: float = 1.0, opt: str = "post",
+             backend: str | None = None) -> tuple[object, tuple[object, ...]]:
+    """Reverse mode (module docstring): `(primal_return, adjoints of the Active arguments)`."""
+    params, return_type = _checked_signature("autodiff", kernel, args)
     activities = tuple(_classify(kernel, p, a) for p, a in zip(params, args))
     call: list[object] = []
     outputs: list[np.ndarray] = []
@@ -454,12 +461,7 @@ def _check_scalar_tangent(kernel: Kernel, param: Parameter, tangent: object) -> 
 def fwddiff(kernel: Kernel, *args: object, opt: str = "post",
             backend: str | None = None) -> tuple[object, object]:
     """Forward mode (the comment above): `(primal_return, tangent_of_return)`."""
-    if not isinstance(kernel, Kernel):
-        raise TypeError(f"fwddiff needs an @iz.kernel, got {type(kernel).__name__}")
-    params, return_type = _signature(kernel)
-    if len(args) != len(params):
-        raise TypeError(f"kernel '{kernel.definition.name}' takes {len(params)} argument(s) "
-                        f"({', '.join(p.name for p in params)}), got {len(args)}")
+    params, return_type = _checked_signature("fwddiff", kernel, args)
     activities = tuple(_classify_forward(kernel, p, a) for p, a in zip(params, args))
     call: list[object] = []
     for param, arg, kind in zip(params, args, activities):
