@@ -2,9 +2,11 @@
 
 After `prepare_for_differentiation(module, function)` the function
 
-  1. calls nothing (but kernels with a custom reverse rule, `custom.py`, when reverse mode asks so):
-     every call is inlined, at any depth (recursion is an error), and only after the caller's optimization pipeline ran
-     (`opt="post"`), so that a call LICM hoisted (norm's `mag`) is inlined where it was hoisted to;
+  1. calls nothing but the kernels whose calls AD keeps (`keep_custom`: those with a custom reverse rule
+     or split-mode rule, `custom.py`; `keep_forward_rules`: those with a custom forward rule): every other
+     call is inlined, at any depth (recursion is an error), and only after the caller's optimization
+     pipeline ran (`opt="post"`), so that a call LICM hoisted (norm's `mag`) is inlined where it was
+     hoisted to;
   2. has one `ret`, in a block of its own making when there were several (a phi merges the values);
   3. has canonical loops (`loop-canon`: preheaders, single latches, 0-based IVs, entry guards), loop-canon
      being run again after inlining even when `opt="none"`: it is a canonical form, not an optimization.
@@ -53,10 +55,6 @@ class LoopFrame:
     exit_counts: dict[Block, Phi] = field(default_factory=dict)
     """For a loop of unknown trip count: per exit block, the counter's value when control left into it."""
 
-    @property
-    def is_counted(self) -> bool:
-        return self.trip is not None
-
 
 def inline_all_calls(function: Function, keep_custom: bool = False, keep_forward_rules: bool = False) -> None:
     """Inline every call in `function`, and the calls those bring in, until none is left but, when
@@ -103,8 +101,8 @@ def prepare_for_differentiation(module: Module, function: Function, optimized: b
     """Inline, unify the returns and canonicalize loops (module docstring); the return block.
 
     `optimized`: the module went through O2 (`opt="post"`), so the inlined code gets the scalar passes
-    again before the loops are canonicalized. `keep_custom`: leave the calls of kernels with a custom
-    reverse rule (reverse mode differentiates them with the rule)."""
+    again before the loops are canonicalized. `keep_custom`, `keep_forward_rules`: the calls to keep
+    (module docstring)."""
     del module  # the callees stay in the module
     inline_all_calls(function, keep_custom, keep_forward_rules)
     if optimized:
