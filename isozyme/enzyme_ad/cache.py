@@ -10,8 +10,9 @@ from a reverse block in one of four ways, tried in this order by `PrimalValues.l
    variable of a header (`idx += 1`, `i = a + k*s`) is `start + counter * step`, from its start and step.
 3. **Recomputed** at the use, when it is cheap and all its operands are available without a tape
    (recursively, a few levels deep): integer and comparison ops, casts, `select`, `fadd fsub fmul fneg fabs
-   fmin fmax floor ceil`, `dim`, and a `load` from an array that the function never writes (no store,
-   no atomic add to its root anywhere), so memory still holds what the forward pass read.
+   fmin fmax floor ceil`, `pow` by 2.0 or 3.0 (products), `dim`, and a `load` from an array that the
+   function never writes (no store, no atomic add to its root anywhere), so memory still holds what the
+   forward pass read.
    A cheap op whose operands are not all available is still recomputed when they come, through cheap ops,
    from at most MAX_TAPED_LEAVES loads and phis: those get taped instead (several needed values often
    share them: `right - q` and `q - left` in a stencil), a simple stand-in for Enzyme's min-cut.
@@ -68,6 +69,15 @@ CHEAP_OPS: frozenset[Op] = frozenset({
 })
 """Ops the reverse pass recomputes rather than tapes. The trapping integer ops and `fptosi` are safe to
 repeat: the forward pass ran them on the same operands without trapping."""
+
+def is_cheap(inst: Instruction) -> bool:
+    """Is `inst` recomputed rather than taped when its operands are at hand: a CHEAP_OPS op, or `pow` by
+    the constant 2.0 or 3.0 (which isozyme defines as the products x*x and x*x*x, `ssa/semantics.py`)?"""
+    if inst.op is Op.POW:
+        exponent = inst.operands[1]
+        return isinstance(exponent, Constant) and exponent.value in (2.0, 3.0)
+    return inst.op in CHEAP_OPS
+
 
 ENTRY_OPS: frozenset[Op] = frozenset({Op.IADD, Op.ISUB, Op.IMUL, Op.INEG, Op.IMIN, Op.IMAX, Op.IABS, Op.DIM,
                                       Op.IFLOORDIV, Op.IFLOORMOD, Op.SHL, Op.ASHR})
@@ -171,7 +181,7 @@ class PrimalValues:
         """Is `value` a cheap op better recomputed from the few loads and phis it is made of, taped
         instead of it? Those sources are often shared by several values the reverse pass needs (`right - q`
         and `q - left` both of `q`), so taping them tapes fewer elements (way 3 of the module docstring)."""
-        if value.op not in CHEAP_OPS or value.op is Op.DIM:
+        if not is_cheap(value) or value.op is Op.DIM:
             return False
         leaves: set[Value] = set()
         if not self._collect_leaves(value, context, leaves, 0):
@@ -188,7 +198,7 @@ class PrimalValues:
         if isinstance(value, Phi) or value.op is Op.LOAD:
             leaves.add(value)
             return len(leaves) <= MAX_TAPED_LEAVES
-        if value.op not in CHEAP_OPS:
+        if not is_cheap(value):
             return False
         return all(self._collect_leaves(operand, context, leaves, depth + 1) for operand in value.operands)
 
@@ -223,7 +233,7 @@ class PrimalValues:
                     or not self.array_available(value.operands[0]):
                 return False
             return all(self.is_available(index, context, depth + 1) for index in value.operands[1:])
-        if value.op not in CHEAP_OPS:
+        if not is_cheap(value):
             return False
         return all(self.array_available(operand) if operand.type.is_array
                    else self.is_available(operand, context, depth + 1) for operand in value.operands)
