@@ -143,7 +143,7 @@ def differentiate(kernel: Kernel, activities: tuple[ArgActivity, ...], opt: str,
 def compiled_gradient(kernel: Kernel, activities: tuple[ArgActivity, ...], opt: str,
                       backend: str | None) -> CompiledGradient:
     """`diffe_<f>` for these activities, compiled (cached on the kernel)."""
-    chosen = kernel.backend(backend)
+    chosen = derivative_backend(kernel, backend)
     key = ("grad", activities, check_opt(opt), chosen, kernel.boundscheck())
     cache = kernel.__dict__.setdefault("_gradients", {})
     if key not in cache:
@@ -223,6 +223,19 @@ def _check_shadow(kernel: Kernel, param: Parameter, arg: Duplicated) -> None:
     if isinstance(array, np.ndarray) and (shadow.dtype != array.dtype or shadow.shape != array.shape):
         raise ValueError(f"the shadow of {_where(kernel, param)} must have the array's dtype and shape "
                          f"({array.dtype}, {array.shape}), not ({shadow.dtype}, {shadow.shape})")
+
+
+DERIVATIVE_BACKENDS = ("llvm", "interp")
+"""The backends derivatives compile for (the OpenCL backend runs primal kernels only, so far)."""
+
+
+def derivative_backend(kernel: Kernel, backend: str | None) -> str:
+    """The backend a derivative of `kernel` runs on; ValueError for one that cannot run derivatives yet."""
+    chosen = kernel.backend(backend)
+    if chosen not in DERIVATIVE_BACKENDS:
+        raise ValueError(f"derivatives run on the {' and '.join(DERIVATIVE_BACKENDS)} backends; the {chosen!r} "
+                         f"backend runs primal kernels only in this version (kernel '{kernel.definition.name}')")
+    return chosen
 
 
 def _checked_signature(api: str, kernel: Kernel, args: Sequence[object]) -> tuple[list[Parameter], Type]:
@@ -406,7 +419,7 @@ def _forward_build(activities: tuple[ArgActivity, ...], opt: str) -> Build:
 def compiled_forward(kernel: Kernel, activities: tuple[ArgActivity, ...], opt: str,
                      backend: str | None) -> CompiledGradient:
     """`fwddiffe_<f>` for these activities, compiled (cached on the kernel)."""
-    chosen = kernel.backend(backend)
+    chosen = derivative_backend(kernel, backend)
     check_opt(opt)
     params, return_type = _signature(kernel)
 
@@ -422,7 +435,7 @@ def compiled_forward(kernel: Kernel, activities: tuple[ArgActivity, ...], opt: s
 
 def compiled_hvp(kernel: Kernel, positions: tuple[int, ...], opt: str, backend: str | None) -> CompiledGradient:
     """`fwddiffe_diffe_<f>` for the parameters at `positions`, compiled (cached on the kernel)."""
-    chosen = kernel.backend(backend)
+    chosen = derivative_backend(kernel, backend)
     check_opt(opt)
     params, return_type = _signature(kernel)
 

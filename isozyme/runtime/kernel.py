@@ -4,10 +4,11 @@ pipeline, checks the arguments and runs.
 Compilation is lazy (DESIGN 1.3): the first call, `compile()` or `show_ir()` lowers the kernel and its
 callees to SSA (a CompileError is raised then, at the latest), runs the optimization pipeline (`O2` unless
 `compile(opt=...)` says otherwise) and hands the module to the backend. Backends: `"llvm"` (the default: LLVM
-machine code for the host CPU, cached in memory and on disk, `runtime/llvm_backend.py`) and `"interp"`,
-the reference interpreter (bounds-checked, slow, exact: the semantic oracle). `ISOZYME_BACKEND` overrides
-the default, a decorator's `backend=` overrides that; both are read at the kernel's first call, which binds
-the kernel to its compiled entry so that later calls cost one Python call more than the entry itself.
+machine code for the host CPU, cached in memory and on disk, `runtime/llvm_backend.py`), `"opencl"` (first
+slice: OpenCL C run as one work item, `runtime/opencl_backend.py`) and `"interp"`, the reference
+interpreter (bounds-checked, slow, exact: the semantic oracle). `ISOZYME_BACKEND` overrides the default,
+a decorator's `backend=` overrides that; both are read at the kernel's first call, which binds the kernel
+to its compiled entry so that later calls cost one Python call more than the entry itself.
 With the `llvm` backend, a kernel compiled before from the same sources and the same values of the names
 they read outside the kernels is found by its source key and loaded without lowering
 (`runtime/source_key.py`): a warm start costs a few milliseconds and never loads LLVM.
@@ -39,12 +40,12 @@ from isozyme.ssa.ir import Function, Module
 from isozyme.ssa.printer import print_module
 from isozyme.ssa.verifier import verify
 
-BACKENDS = ("llvm", "interp")
-"""Backends that can run kernels now; "opencl" arrives with its issue."""
+BACKENDS = ("llvm", "interp", "opencl")
+"""Backends that can run kernels ("opencl": its first slice, serial, `runtime/opencl_backend.py`)."""
 DEFAULT_BACKEND = "llvm"
 DEFAULT_PIPELINE = "O2"
 """The pipeline primal kernels compile with when none is given."""
-STAGES = ("ssa", "opt", "grad", "grad-opt", "fwd", "fwd-opt", "llvm", "llvm-opt")
+STAGES = ("ssa", "opt", "grad", "grad-opt", "fwd", "fwd-opt", "llvm", "llvm-opt", "opencl")
 
 
 @dataclass
@@ -66,8 +67,8 @@ class Kernel:
 
     def __init__(self, py_func: Callable, backend: str | None = None, boundscheck: bool | None = None,
                  inline: bool = True) -> None:
-        if backend is not None and backend not in (*BACKENDS, "opencl"):
-            raise ValueError(f"unknown backend {backend!r} (known: {', '.join(BACKENDS)}, opencl)")
+        if backend is not None and backend not in BACKENDS:
+            raise ValueError(f"unknown backend {backend!r} (known: {', '.join(BACKENDS)})")
         self.py_func = py_func
         self.definition = KernelDefinition(py_func, {"backend": backend, "boundscheck": boundscheck,
                                                      "inline": inline})
@@ -195,9 +196,24 @@ def _compile_llvm(kernel: Kernel, pipeline: str) -> CompiledKernel:
     return CompiledKernel(name, "llvm", params, entry)
 
 
+def _compile_opencl(kernel: Kernel, pipeline: str) -> CompiledKernel:
+    """OpenCL C run as one work item (first slice, `runtime/opencl_backend.py`); no disk cache yet."""
+    from isozyme.runtime.opencl_backend import compile_opencl
+
+    module, function = kernel.optimized(pipeline)
+    name = kernel.definition.name
+    params = [Parameter(arg.name, arg.type) for arg in function.args]  # type: ignore[arg-type]
+    run = compile_opencl(module, function, kernel.codegen_options())
+
+    def entry(*args: object, **kwargs: object) -> object:
+        return run(*check_arguments(name, params, args, kwargs))
+    return CompiledKernel(name, "opencl", params, entry)
+
+
 _BACKEND_COMPILERS: dict[str, Callable[[Kernel, str], CompiledKernel]] = {
     "interp": _compile_interp,
     "llvm": _compile_llvm,
+    "opencl": _compile_opencl,
 }
 
 
@@ -218,7 +234,8 @@ def kernel(function: Callable | None = None, *, backend: str | None = None, boun
 def show_ir(kernel: Kernel, stage: str = "ssa", opt: str | None = None,
             activity: Sequence[str] | None = None) -> str:
     """The IR of `kernel` (and its callees) at `stage`: "ssa" as lowered, "opt" after pipeline `opt`
-    (default "O2"), "llvm" the LLVM IR emitted from that, "llvm-opt" the LLVM IR after LLVM's O3; "grad"
+    (default "O2"), "llvm" the LLVM IR emitted from that, "llvm-opt" the LLVM IR after LLVM's O3, "opencl" the
+    OpenCL C emitted from it; "grad"
     and "grad-opt": `diffe_<f>` for `activity` (one of "const", "dup", "active" per parameter) right after
     AD and after the optimization that follows, with `opt` one of "post" (default), "pre", "none"; "fwd"
     and "fwd-opt" likewise for the forward-mode `fwddiffe_<f>` ("const" or "dup" per parameter)."""
@@ -243,4 +260,8 @@ def show_ir(kernel: Kernel, stage: str = "ssa", opt: str | None = None,
         from isozyme.runtime.llvm_backend import llvm_ir
         module, function = kernel.optimized(opt)
         return llvm_ir(module, function, kernel.codegen_options(), optimized=stage == "llvm-opt")
+    if stage == "opencl":
+        from isozyme.runtime.opencl_backend import opencl_source
+        module, function = kernel.optimized(opt)
+        return opencl_source(module, function, kernel.codegen_options())
     raise ValueError(f"unknown IR stage {stage!r} (available now: {', '.join(STAGES)})")

@@ -1,0 +1,639 @@
+"""SSA to C-style source: a renderer base class (`CRenderer`) and its OpenCL C subclass (`OpenCLRenderer`).
+
+    program = emit_opencl(module, module["norm"], CodegenOptions())
+    program.source          # OpenCL C with one `__kernel void iz_entry(...)`
+    program.sites           # the error sites, numbered from 1 (error_sites.py)
+
+Each function runs `out_of_ssa` first (phis become copies at the end of predecessors, `out_of_ssa.py`),
+which splits edges of the module in place (it stays valid SSA). Every SSA value becomes one C variable declared at
+the top of its function (gotos may then jump anywhere); every reachable block becomes a label; `br`,
+`cbr` and `ret` become `goto`, `if (...) goto ...; else goto ...;` and `return`. Instructions are
+rendered through `LOWERINGS`, a table keyed by op; a missing entry raises CodegenError naming the op.
+
+Representation (first slice: serial, one work item):
+  - scalars: `bool int long float double` in variables; in memory a boolean is a `uchar` (numpy's byte).
+  - an array value is a data pointer plus one `long` extent per dimension (`v3`, `v3_d0`, `v3_d1`); row-major.
+    Function parameters are `__global` pointers; a local array (`alloc` with constant extents) is a private
+    C array. Passing a private array to a call is not supported yet (CodegenError).
+  - the kernel `iz_entry` takes the entry function's parameters (arrays as `__global T*` plus `long`
+    extents, scalars by value, a boolean as `uchar`), then the error record `__global long* err`
+    (`1 + PAYLOAD_WORDS` words) and `__global T* ret`, where it stores the return value.
+  - a failing check writes the site's number and payload into the record and returns; a caller tests
+    `err[0]` after every call.
+
+Semantics are those of `ssa/semantics.py`, as in the LLVM backend (`codegen/llvm.py`): Python floor
+division and modulo (helpers in the prelude), wrapping integer arithmetic (done on unsigned types, since
+signed overflow is undefined in C), Python's min/max, `pow(x, 2.0)` = `x*x`, `pow(x, 3.0)` = `(x*x)*x`,
+f32 transcendental functions evaluated in double and rounded once, no floating-point contraction.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from isozyme.codegen.abi import CodegenOptions
+from isozyme.codegen.error_sites import PAYLOAD_WORDS, ErrorSite, register_site
+from isozyme.codegen.out_of_ssa import Copy, OutOfSSA, Temporary, out_of_ssa
+from isozyme.ssa.cfg import reverse_post_order
+from isozyme.ssa.ir import Block, Constant, Function, Instruction, Module, Phi, Value
+from isozyme.ssa.ops import Op
+from isozyme.ssa.types import ArrayType, ScalarType, Type
+
+
+class CodegenError(Exception):
+    """The IR holds something this backend cannot emit yet (the message names the op)."""
+
+
+@dataclass
+class OpenCLProgram:
+    """A module's OpenCL C source and what the runtime needs to call it and report its failures."""
+
+    source: str
+    kernel_name: str
+    """The `__kernel` entry."""
+    sites: list[ErrorSite] = field(default_factory=list)
+    """The error sites, numbered from 1 in list order."""
+
+
+Lowering = Callable[["FunctionRenderer", Instruction], str | None]
+"""Renders one instruction: a C expression for its result, or None after emitting statements itself."""
+
+
+# --- the language ----------------------------------------------------------------------------------
+
+
+class CRenderer:
+    """C-style source for a module. Language details are class attributes, overridden per dialect."""
+
+    scalar_types = {"i1": "bool", "i32": "int", "i64": "long", "f32": "float", "f64": "double"}
+    unsigned_types = {"i32": "uint", "i64": "ulong"}
+    storage_types = {"i1": "uchar", "i32": "int", "i64": "long", "f32": "float", "f64": "double"}
+    global_space = ""
+    """Address-space qualifier of pointers to argument arrays."""
+    kernel_qualifier = ""
+    function_qualifier = ""
+    prelude_lines: tuple[str, ...] = ()
+    kernel_name = "iz_entry"
+
+    def __init__(self, options: CodegenOptions) -> None:
+        self.options = options
+        self.sites: list[ErrorSite] = []
+
+    def scalar(self, ty: Type) -> str:
+        if not isinstance(ty, ScalarType):
+            raise CodegenError(f"{ty} is not a scalar type")
+        return self.scalar_types[str(ty)]
+
+    def storage(self, ty: ScalarType) -> str:
+        return self.storage_types[str(ty)]
+
+    def pointer(self, ty: ArrayType, space: str | None = None) -> str:
+        space = self.global_space if space is None else space
+        return f"{space + ' ' if space else ''}{self.storage(ty.element)}*"
+
+    def record_type(self) -> str:
+        return f"{self.global_space + ' ' if self.global_space else ''}long*"
+
+    def constant(self, value: Constant) -> str:
+        """A C literal of the constant's type, exact (floats as hexadecimal literals)."""
+        ty = value.type
+        if ty.is_bool:  # type: ignore[union-attr]
+            return "true" if value.value else "false"
+        if ty.is_int:  # type: ignore[union-attr]
+            suffix = "L" if ty.bits == 64 else ""  # type: ignore[union-attr]
+            if value.value == -(1 << (ty.bits - 1)):  # type: ignore[union-attr]
+                return f"(({self.scalar(ty)})(-{(1 << (ty.bits - 1)) - 1}{suffix} - 1))"  # type: ignore[union-attr]
+            return f"(({self.scalar(ty)}){value.value}{suffix})"
+        return self.float_literal(float(value.value), ty)  # type: ignore[arg-type]
+
+    def float_literal(self, x: float, ty: Type) -> str:
+        name = self.scalar(ty)
+        if math.isnan(x):
+            return f"(({name})NAN)"
+        if math.isinf(x):
+            return f"(({name}){'-' if x < 0 else ''}INFINITY)"
+        return f"(({name}){x.hex()}{'f' if name == 'float' else ''})"
+
+    def render(self, module: Module, entry: Function) -> str:
+        functions = [FunctionRenderer(self, fn, out_of_ssa(fn)) for fn in module]
+        lines = [*self.prelude_lines, *self.helpers(), ""]
+        lines += [f"{r.signature()};" for r in functions]
+        for r in functions:
+            lines += ["", *r.render()]
+        lines += ["", *self.kernel(entry)]
+        return "\n".join(lines) + "\n"
+
+    def helpers(self) -> list[str]:
+        """Python's floor division and modulo on ints and floats."""
+        out: list[str] = []
+        for ty, uty in (("int", "uint"), ("long", "ulong")):
+            out += [
+                f"{ty} iz_floordiv_{ty}({ty} a, {ty} b) {{",
+                f"  if (b == -1) return ({ty})(({uty})0 - ({uty})a);",
+                f"  {ty} q = a / b, r = a % b;",
+                "  return (r != 0 && ((r ^ b) < 0)) ? q - 1 : q;",
+                "}",
+                f"{ty} iz_floormod_{ty}({ty} a, {ty} b) {{",
+                "  if (b == -1) return 0;",
+                f"  {ty} r = a % b;",
+                "  return (r != 0 && ((r ^ b) < 0)) ? r + b : r;",
+                "}",
+            ]
+        for ty in ("float", "double"):
+            out += [
+                f"{ty} iz_ffloordiv_{ty}({ty} x, {ty} y) {{",
+                f"  if (y == 0) return ({ty})NAN;",
+                f"  {ty} mod = fmod(x, y);",
+                f"  {ty} div = (x - mod) / y;",
+                f"  if (mod != 0 && ((y < 0) != (mod < 0))) div -= ({ty})1;",
+                f"  if (div == 0) return copysign(({ty})0, x / y);",
+                f"  {ty} fd = floor(div);",
+                f"  if (div - fd > ({ty})0.5) fd += ({ty})1;",
+                "  return fd;",
+                "}",
+                f"{ty} iz_ffloormod_{ty}({ty} x, {ty} y) {{",
+                f"  if (y == 0) return ({ty})NAN;",
+                f"  {ty} mod = fmod(x, y);",
+                "  if (mod != 0) { if ((y < 0) != (mod < 0)) mod += y; }",
+                f"  else mod = copysign(({ty})0, y);",
+                "  return mod;",
+                "}",
+            ]
+        return out
+
+    def kernel(self, entry: Function) -> list[str]:
+        """The `__kernel` wrapper: flat parameters, the error record, the return slot."""
+        params: list[str] = []
+        args: list[str] = []
+        for arg in entry.args:
+            name = f"p{arg.index}"
+            if isinstance(arg.type, ArrayType):
+                params.append(f"{self.pointer(arg.type)} {name}")
+                params += [f"long {name}_d{k}" for k in range(arg.type.rank)]
+                args += [name, *(f"{name}_d{k}" for k in range(arg.type.rank))]
+            elif arg.type.is_bool:  # type: ignore[union-attr]
+                params.append(f"uchar {name}")
+                args.append(f"({name} != 0)")
+            else:
+                params.append(f"{self.scalar(arg.type)} {name}")
+                args.append(name)
+        ret_type = "long" if entry.return_type.is_void else self.storage(entry.return_type)  # type: ignore[arg-type]
+        params += [f"{self.record_type()} err", f"{self.global_space} {ret_type}* ret".strip()]
+        call = f"f_{entry.name}({', '.join([*args, 'err'])})"
+        body = f"  {call};" if entry.return_type.is_void else f"  {ret_type} r = ({ret_type}){call};\n" \
+            "  if (err[0] == 0) ret[0] = r;"
+        return [f"{self.kernel_qualifier} void {self.kernel_name}({', '.join(params)}) {{".strip(), body, "}"]
+
+
+class OpenCLRenderer(CRenderer):
+    """OpenCL C: `__kernel`, `__global` pointers, double precision through `cl_khr_fp64`."""
+
+    global_space = "__global"
+    kernel_qualifier = "__kernel"
+    prelude_lines = ("#pragma OPENCL EXTENSION cl_khr_fp64 : enable", "#pragma OPENCL FP_CONTRACT OFF")
+
+
+# --- one function ---------------------------------------------------------------------------------
+
+
+class FunctionRenderer:
+    """Renders one function: declarations, then one label per reachable block."""
+
+    def __init__(self, language: CRenderer, function: Function, plan: OutOfSSA) -> None:
+        self.lang = language
+        self.function = function
+        self.plan = plan
+        self.names: dict[Value, str] = {}
+        self.spaces: dict[Value, str | None] = {}
+        """Address space of each array value's pointer (None: the language's global space)."""
+        self.lines: list[str] = []
+        self.decls: list[str] = []
+        for arg in function.args:
+            self.names[arg] = f"a{arg.index}"
+            self.spaces[arg] = None
+        self.blocks = reverse_post_order(function)
+        self.labels = {block: f"L{i}" for i, block in enumerate(self.blocks)}
+
+    def signature(self) -> str:
+        params = []
+        for arg in self.function.args:
+            if isinstance(arg.type, ArrayType):
+                params.append(f"{self.lang.pointer(arg.type)} a{arg.index}")
+                params += [f"long a{arg.index}_d{k}" for k in range(arg.type.rank)]
+            else:
+                params.append(f"{self.lang.scalar(arg.type)} a{arg.index}")
+        params.append(f"{self.lang.record_type()} err")
+        ret = "void" if self.function.return_type.is_void else self.lang.scalar(self.function.return_type)
+        return f"{self.lang.function_qualifier} {ret} f_{self.function.name}({', '.join(params)})".strip()
+
+    # values
+
+    def name(self, value: Value | Temporary) -> str:
+        if isinstance(value, Temporary):
+            return f"t{value.index}"
+        if isinstance(value, Constant):
+            return self.lang.constant(value)
+        if value not in self.names:
+            raise CodegenError(f"value %{value.name} of @{self.function.name} is used before it is rendered")
+        return self.names[value]
+
+    def extents(self, array: Value) -> list[str]:
+        base = self.name(array)
+        return [f"{base}_d{k}" for k in range(array.type.rank)]  # type: ignore[attr-defined]
+
+    def declare(self, value: Value) -> None:
+        name = f"v{len(self.names)}"
+        self.names[value] = name
+        if isinstance(value.type, ArrayType):
+            if isinstance(value, Phi):
+                spaces = {self.spaces.get(v) for v in value.operands if v in self.spaces}
+                if len(spaces) > 1:
+                    raise CodegenError("phi: an array phi mixing argument and local arrays is not supported")
+                self.spaces[value] = spaces.pop() if spaces else None
+            space = self.spaces.get(value, None)
+            self.decls.append(f"  {self.lang.pointer(value.type, space)} {name};")
+            self.decls += [f"  long {name}_d{k} = 0;" for k in range(value.type.rank)]
+        elif not value.type.is_void:
+            self.decls.append(f"  {self.lang.scalar(value.type)} {name};")
+
+    def emit(self, line: str) -> None:
+        self.lines.append(f"  {line}")
+
+    def fail_return(self) -> str:
+        if self.function.return_type.is_void:
+            return "return;"
+        return f"return ({self.lang.scalar(self.function.return_type)})0;"
+
+    def check(self, ok: str, inst: Instruction, kind: str, payload: list[str], **details: object) -> None:
+        """Continue when `ok`; else write a new error site's number and payload into the record and return."""
+        site = register_site(self.lang.sites, ErrorSite(kind, str(inst.loc) if inst.loc else None, str(inst.op),
+                                                        details))
+        words = "".join(f" err[{i + 1}] = (long)({word});" for i, word in enumerate(payload[:PAYLOAD_WORDS]))
+        self.emit(f"if (!({ok})) {{ err[0] = {site};{words} {self.fail_return()} }}")
+
+    # the walk
+
+    def render(self) -> list[str]:
+        for block in self.blocks:  # declare in dominance order: a phi's array operands may come later
+            for inst in block.instructions:
+                if not inst.type.is_void and not isinstance(inst, Phi):
+                    self._pre_declare(inst)
+        for block in self.blocks:
+            for phi in block.phis:
+                self.declare(phi)
+        for temp in self.plan.temporaries:
+            self.decls.append(f"  {self.lang.scalar(temp.type)} t{temp.index};")
+        for block in self.blocks:
+            self.lines.append(f"{self.labels[block]}:;")
+            for inst in block.instructions[len(block.phis):]:
+                self.render_instruction(block, inst)
+        return [f"{self.signature()} {{", *self.decls, *self.lines, "}"]
+
+    def _pre_declare(self, inst: Instruction) -> None:
+        if inst.op is Op.ALLOC:
+            self.spaces[inst] = ""  # private
+        elif isinstance(inst.type, ArrayType):
+            raise CodegenError(f"{inst.op}: an array-valued {inst.op} is not supported by the OpenCL backend yet")
+        self.declare(inst)
+
+    def render_instruction(self, block: Block, inst: Instruction) -> None:
+        if inst.is_terminator:
+            self.render_copies(block)
+        lowering = LOWERINGS.get(inst.op)
+        if lowering is None:
+            raise CodegenError(f"the OpenCL backend cannot emit op '{inst.op}' yet")
+        expression = lowering(self, inst)
+        if expression is not None:
+            self.emit(f"{self.names[inst]} = {expression};")
+
+    def render_copies(self, block: Block) -> None:
+        for copy in self.plan.copies.get(block, []):
+            self.render_copy(copy)
+
+    def render_copy(self, copy: Copy) -> None:
+        destination, source = copy.destination, copy.source
+        if isinstance(destination.type, ArrayType):
+            if isinstance(source, Temporary) or isinstance(destination, Temporary):
+                raise CodegenError("phi: swapping array phis is not supported by the OpenCL backend yet")
+            self.emit(f"{self.name(destination)} = {self.name(source)};")
+            for d, s in zip(self.extents(destination), self.extents(source), strict=True):
+                self.emit(f"{d} = {s};")
+            return
+        self.emit(f"{self.name(destination)} = {self.name(source)};")
+
+
+# --- the lowering table ---------------------------------------------------------------------------
+
+
+def _ops(r: FunctionRenderer, inst: Instruction) -> list[str]:
+    return [r.name(v) for v in inst.operands]
+
+
+def _unsigned(r: FunctionRenderer, ty: Type) -> str:
+    return r.lang.unsigned_types[str(ty)]
+
+
+def _wrapping(symbol: str) -> Lowering:
+    """Integer arithmetic that wraps: computed on the unsigned type (signed overflow is undefined in C)."""
+    def lower(r: FunctionRenderer, inst: Instruction) -> str:
+        a, b = _ops(r, inst)
+        u = _unsigned(r, inst.type)
+        return f"({r.lang.scalar(inst.type)})(({u}){a} {symbol} ({u}){b})"
+    return lower
+
+
+def _infix(symbol: str) -> Lowering:
+    def lower(r: FunctionRenderer, inst: Instruction) -> str:
+        a, b = _ops(r, inst)
+        return f"({a} {symbol} {b})"
+    return lower
+
+
+def _int_divmod(helper: str) -> Lowering:
+    def lower(r: FunctionRenderer, inst: Instruction) -> str:
+        a, b = _ops(r, inst)
+        r.check(f"{b} != 0", inst, "zero-division", [])
+        return f"iz_{helper}_{r.lang.scalar(inst.type)}({a}, {b})"
+    return lower
+
+
+def _float_helper(helper: str) -> Lowering:
+    def lower(r: FunctionRenderer, inst: Instruction) -> str:
+        a, b = _ops(r, inst)
+        return f"iz_{helper}_{r.lang.scalar(inst.type)}({a}, {b})"
+    return lower
+
+
+def _lower_ineg(r: FunctionRenderer, inst: Instruction) -> str:
+    (a,) = _ops(r, inst)
+    u = _unsigned(r, inst.type)
+    return f"({r.lang.scalar(inst.type)})(({u})0 - ({u}){a})"
+
+
+def _lower_iabs(r: FunctionRenderer, inst: Instruction) -> str:
+    (a,) = _ops(r, inst)
+    return f"({a} < 0 ? {_lower_ineg(r, inst)} : {a})"
+
+
+def _python_min(r: FunctionRenderer, inst: Instruction) -> str:
+    a, b = _ops(r, inst)
+    return f"({b} < {a} ? {b} : {a})"  # exactly Python's min(a, b)
+
+
+def _python_max(r: FunctionRenderer, inst: Instruction) -> str:
+    a, b = _ops(r, inst)
+    return f"({b} > {a} ? {b} : {a})"  # exactly Python's max(a, b)
+
+
+def _lower_shift(symbol: str) -> Lowering:
+    def lower(r: FunctionRenderer, inst: Instruction) -> str:
+        a, amount = _ops(r, inst)
+        bits = inst.type.bits  # type: ignore[attr-defined]
+        u = _unsigned(r, inst.type)
+        r.check(f"({u}){amount} < {bits}", inst, "shift", [amount], bits=bits, type=str(inst.type))
+        if symbol == "<<":
+            return f"({r.lang.scalar(inst.type)})(({u}){a} << {amount})"
+        return f"({a} >> {amount})"  # arithmetic on signed types in OpenCL C
+    return lower
+
+
+def _exact(function: str) -> Lowering:
+    """A function exact in both precisions, in the operand's own type."""
+    def lower(r: FunctionRenderer, inst: Instruction) -> str:
+        return f"{function}({', '.join(_ops(r, inst))})"
+    return lower
+
+
+def _libm(function: str) -> Lowering:
+    """A math function in double; f32 operands are widened and the result rounded once (semantics.py)."""
+    def lower(r: FunctionRenderer, inst: Instruction) -> str:
+        args = _ops(r, inst)
+        if inst.type.bits == 32:  # type: ignore[attr-defined]
+            return f"(float){function}({', '.join(f'(double){a}' for a in args)})"
+        return f"{function}({', '.join(args)})"
+    return lower
+
+
+def _lower_pow(r: FunctionRenderer, inst: Instruction) -> str:
+    """`pow(x, 2.0)` is `x*x`, `pow(x, 3.0)` is `(x*x)*x` (semantics.py); other exponents call pow."""
+    x, y = _ops(r, inst)
+    exponent = inst.operands[1]
+    square, cube = f"({x} * {x})", f"(({x} * {x}) * {x})"
+    general = _libm("pow")(r, inst)
+    if isinstance(exponent, Constant):
+        return {2.0: square, 3.0: cube}.get(float(exponent.value), general)  # type: ignore[return-value]
+    return f"({y} == 2 ? {square} : ({y} == 3 ? {cube} : {general}))"
+
+
+def _lower_fneg(r: FunctionRenderer, inst: Instruction) -> str:
+    return f"(-{_ops(r, inst)[0]})"
+
+
+def _lower_select(r: FunctionRenderer, inst: Instruction) -> str:
+    c, a, b = _ops(r, inst)
+    return f"({c} ? {a} : {b})"
+
+
+def _cast(r: FunctionRenderer, inst: Instruction) -> str:
+    return f"({r.lang.scalar(inst.type)}){_ops(r, inst)[0]}"
+
+
+def _lower_fptosi(r: FunctionRenderer, inst: Instruction) -> str:
+    """Truncation toward zero; nan raises ValueError, ±inf and out-of-range values OverflowError."""
+    (x,) = _ops(r, inst)
+    bits = inst.type.bits  # type: ignore[attr-defined]
+    wide = f"(double){x}"
+    upper = float(2 ** (bits - 1)).hex()
+    lower = f"{wide} >= -{upper}" if bits == 64 else f"{wide} > {(-float(2 ** (bits - 1)) - 1.0).hex()}"
+    r.check(f"{lower} && {wide} < {upper}", inst, "float-to-int", [f"as_long({wide})"], type=str(inst.type))
+    return f"({r.lang.scalar(inst.type)}){x}"
+
+
+def _flat_index(r: FunctionRenderer, inst: Instruction, array: Value, indices: tuple[Value, ...]) -> str:
+    """The row-major element offset; in checked mode every index is checked first."""
+    names = [r.name(i) for i in indices]
+    extents = r.extents(array)
+    if r.lang.options.boundscheck:
+        ok = " && ".join(f"0 <= {i} && {i} < {d}" for i, d in zip(names, extents, strict=True))
+        r.check(ok, inst, "index", [*names, *extents], rank=len(names))
+    offset = names[0]
+    for index, extent in zip(names[1:], extents[1:], strict=True):
+        offset = f"({offset}) * {extent} + {index}"
+    return offset
+
+
+def _lower_load(r: FunctionRenderer, inst: Instruction) -> str:
+    array, *indices = inst.operands
+    element = f"{r.name(array)}[{_flat_index(r, inst, array, tuple(indices))}]"
+    return f"({element} != 0)" if inst.type.is_bool else element  # type: ignore[union-attr]
+
+
+def _lower_store(r: FunctionRenderer, inst: Instruction) -> None:
+    value, array, *indices = inst.operands
+    element_type: ScalarType = array.type.element  # type: ignore[attr-defined]
+    stored = f"({r.lang.storage(element_type)}){r.name(value)}"
+    r.emit(f"{r.name(array)}[{_flat_index(r, inst, array, tuple(indices))}] = {stored};")
+
+
+def _lower_atomic_add(r: FunctionRenderer, inst: Instruction) -> None:
+    """Serial execution: a plain read-modify-write (wrapping for integers)."""
+    value, array, *indices = inst.operands
+    element = f"{r.name(array)}[{_flat_index(r, inst, array, tuple(indices))}]"
+    element_type: ScalarType = array.type.element  # type: ignore[attr-defined]
+    if element_type.is_int:
+        u = _unsigned(r, element_type)
+        r.emit(f"{element} = ({r.lang.scalar(element_type)})(({u}){element} + ({u}){r.name(value)});")
+    elif element_type.is_float:
+        r.emit(f"{element} = {element} + {r.name(value)};")
+    else:
+        raise CodegenError(f"atomic_add on an array of {element_type}")
+
+
+def _lower_dim(r: FunctionRenderer, inst: Instruction) -> str:
+    return r.extents(inst.operands[0])[int(inst.attrs["axis"])]  # type: ignore[call-overload]
+
+
+def _uninitialized_fill(r: FunctionRenderer, element: ScalarType) -> str:
+    if element.is_float:
+        return r.lang.float_literal(math.nan, element)
+    if element.is_int:
+        return r.lang.constant(Constant(element, -(1 << (element.bits - 1))))
+    return "1"
+
+
+def _lower_alloc(r: FunctionRenderer, inst: Instruction) -> None:
+    """A private C array sized by the constant extents, filled as the interpreter fills it."""
+    if not all(isinstance(v, Constant) for v in inst.operands):
+        raise CodegenError(f"{inst.op}: the OpenCL backend supports only local arrays of constant extents yet")
+    if "growable" in inst.flags:
+        raise CodegenError(f"{inst.op}: growable local arrays are not supported by the OpenCL backend yet")
+    shape = [int(v.value) for v in inst.operands]  # type: ignore[attr-defined]
+    name = r.names[inst]
+    if any(extent < 0 for extent in shape):
+        r.check("false", inst, "negative-extent", [str(e) for e in shape], rank=len(shape))
+        return
+    size = math.prod(shape)
+    element: ScalarType = inst.type.element  # type: ignore[attr-defined]
+    storage = r.lang.storage(element)
+    r.decls.append(f"  {storage} {name}_data[{max(size, 1)}];")
+    fill = "0" if "zeroed" in inst.flags else _uninitialized_fill(r, element)
+    r.emit(f"for (long k = 0; k < {size}; k++) {name}_data[k] = ({storage}){fill};")
+    r.emit(f"{name} = {name}_data;")
+    for k, extent in enumerate(shape):
+        r.emit(f"{name}_d{k} = {extent};")
+
+
+def _lower_grow(r: FunctionRenderer, inst: Instruction) -> None:
+    raise CodegenError(f"{inst.op}: growable local arrays are not supported by the OpenCL backend yet")
+
+
+def _lower_call(r: FunctionRenderer, inst: Instruction) -> None:
+    args: list[str] = []
+    for value in inst.operands:
+        if isinstance(value.type, ArrayType):
+            if r.spaces.get(value) is not None:
+                raise CodegenError(f"{inst.op}: passing a local array to @{inst.callee.name} is not supported "
+                                   "by the OpenCL backend yet")
+            args += [r.name(value), *r.extents(value)]
+        else:
+            args.append(r.name(value))
+    call = f"f_{inst.callee.name}({', '.join([*args, 'err'])})"
+    r.emit(f"{call};" if inst.type.is_void else f"{r.names[inst]} = {call};")
+    r.emit(f"if (err[0] != 0) {r.fail_return()}")
+
+
+def _lower_assert(r: FunctionRenderer, inst: Instruction) -> None:
+    r.check(r.name(inst.operands[0]), inst, "assert", [], message=str(inst.attrs.get("message") or "assertion failed"))
+
+
+def _lower_br(r: FunctionRenderer, inst: Instruction) -> None:
+    r.emit(f"goto {r.labels[inst.successors[0]]};")
+
+
+def _lower_cbr(r: FunctionRenderer, inst: Instruction) -> None:
+    if_true, if_false = inst.successors
+    r.emit(f"if ({r.name(inst.operands[0])}) goto {r.labels[if_true]}; else goto {r.labels[if_false]};")
+
+
+def _lower_ret(r: FunctionRenderer, inst: Instruction) -> None:
+    r.emit(f"return {r.name(inst.operands[0])};" if inst.operands else "return;")
+
+
+_INT_COMPARE = {Op.ICMP_EQ: "==", Op.ICMP_NE: "!=", Op.ICMP_SLT: "<", Op.ICMP_SLE: "<=", Op.ICMP_SGT: ">",
+                Op.ICMP_SGE: ">="}
+_FLOAT_COMPARE = {Op.FCMP_OEQ: "==", Op.FCMP_UNE: "!=", Op.FCMP_OLT: "<", Op.FCMP_OLE: "<=",
+                  Op.FCMP_OGT: ">", Op.FCMP_OGE: ">="}
+"""C's comparisons are Python's: `!=` is true for nan, the others false (bools compare as 0 < 1)."""
+
+_LIBM = {Op.EXP: "exp", Op.LOG: "log", Op.LOG1P: "log1p", Op.EXPM1: "expm1", Op.SIN: "sin", Op.COS: "cos",
+         Op.TAN: "tan", Op.TANH: "tanh", Op.SINH: "sinh", Op.COSH: "cosh", Op.ASIN: "asin", Op.ACOS: "acos",
+         Op.ATAN: "atan", Op.ATAN2: "atan2", Op.ERF: "erf"}
+
+LOWERINGS: dict[Op, Lowering] = {
+    Op.IADD: _wrapping("+"),
+    Op.ISUB: _wrapping("-"),
+    Op.IMUL: _wrapping("*"),
+    Op.IFLOORDIV: _int_divmod("floordiv"),
+    Op.IFLOORMOD: _int_divmod("floormod"),
+    Op.INEG: _lower_ineg,
+    Op.IABS: _lower_iabs,
+    Op.IMIN: _python_min,
+    Op.IMAX: _python_max,
+    Op.SHL: _lower_shift("<<"),
+    Op.ASHR: _lower_shift(">>"),
+    Op.AND: _infix("&"),
+    Op.OR: _infix("|"),
+    Op.XOR: _infix("^"),
+    Op.FADD: _infix("+"),
+    Op.FSUB: _infix("-"),
+    Op.FMUL: _infix("*"),
+    Op.FDIV: _infix("/"),
+    Op.FFLOORDIV: _float_helper("ffloordiv"),
+    Op.FFLOORMOD: _float_helper("ffloormod"),
+    Op.FNEG: _lower_fneg,
+    Op.FMIN: _python_min,
+    Op.FMAX: _python_max,
+    Op.SQRT: _exact("sqrt"),
+    Op.FABS: _exact("fabs"),
+    Op.FLOOR: _exact("floor"),
+    Op.CEIL: _exact("ceil"),
+    **{op: _libm(name) for op, name in _LIBM.items()},
+    Op.POW: _lower_pow,
+    **{op: _infix(symbol) for op, symbol in _INT_COMPARE.items()},
+    **{op: _infix(symbol) for op, symbol in _FLOAT_COMPARE.items()},
+    Op.SELECT: _lower_select,
+    Op.SITOFP: _cast,
+    Op.FPTOSI: _lower_fptosi,
+    Op.FPEXT: _cast,
+    Op.FPTRUNC: _cast,
+    Op.SEXT: _cast,
+    Op.TRUNC: _cast,
+    Op.ZEXT: _cast,
+    Op.LOAD: _lower_load,
+    Op.STORE: _lower_store,
+    Op.ATOMIC_ADD: _lower_atomic_add,
+    Op.DIM: _lower_dim,
+    Op.ALLOC: _lower_alloc,
+    Op.GROW: _lower_grow,
+    Op.CALL: _lower_call,
+    Op.ASSERT: _lower_assert,
+    Op.BR: _lower_br,
+    Op.CBR: _lower_cbr,
+    Op.RET: _lower_ret,
+}
+"""How each op is rendered (every op but `phi`, which `out_of_ssa` removes)."""
+
+
+def emit_opencl(module: Module, entry: Function, options: CodegenOptions) -> OpenCLProgram:
+    """OpenCL C for `module` with `entry` as the kernel (module docstring). Out-of-SSA splits edges of
+    `module` in place (it stays valid SSA); the caller passes a module it owns."""
+    for function in module:
+        if function.return_type.is_array:
+            raise CodegenError(f"@{function.name} returns an array, which compiled code cannot do")
+    renderer = OpenCLRenderer(options)
+    source = renderer.render(module, entry)
+    return OpenCLProgram(source, renderer.kernel_name, renderer.sites)
+
+

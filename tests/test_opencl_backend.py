@@ -1,0 +1,261 @@
+"""The OpenCL backend's first slice (serial, one work item): results equal the interpreter's.
+
+Skipped, with the reason, where pyopencl or an OpenCL device is missing (PoCL gives a CPU device).
+Compares every example kernel the slice supports and every construct of `kernels/constructs.py` with the
+interpreter (f64 within 1e-12, ints and booleans exactly), the Python floor division, modulo, min and max
+edge cases, the out-of-SSA parallel copy (a phi swap), and the run-time errors against the llvm backend.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import kernelgen
+import numpy as np
+import pytest
+from example_modules import load_example
+from kernels.constructs import CONSTRUCTS, Construct
+
+import isozyme as iz
+from isozyme import Array, f32, f64, i32, i64
+from isozyme.codegen.abi import CodegenOptions
+from isozyme.codegen.opencl import CodegenError, emit_opencl
+from isozyme.codegen.out_of_ssa import out_of_ssa
+from isozyme.ssa.interpreter import run_function
+from isozyme.ssa.parser import parse_module
+from isozyme.ssa.verifier import verify
+
+pytest.importorskip("pyopencl", reason="the opencl backend needs pyopencl")
+from isozyme.runtime.opencl_backend import OpenCLUnavailable, compile_opencl, device  # noqa: E402
+
+try:
+    device()
+except OpenCLUnavailable as error:  # pragma: no cover - depends on the machine
+    pytest.skip(f"no OpenCL device: {error}", allow_module_level=True)
+
+RUNTIME_EXTENT_ALLOCS = {"local_arrays_one_dimensional", "local_arrays_two_dimensional", "local_int_array"}
+"""Constructs with local arrays of run-time extent, which the first slice rejects (CodegenError)."""
+
+
+def same(expected: Any, actual: Any, rtol: float = 1e-12) -> bool:
+    if isinstance(expected, float):
+        return (math.isnan(expected) and math.isnan(actual)) or expected == actual \
+            or abs(expected - actual) <= rtol * abs(expected)
+    return type(expected) is type(actual) and expected == actual
+
+
+def compare(kernel: Any, args: tuple, rtol: float = 1e-12) -> None:
+    """The kernel on opencl and on the interpreter: same return value, same arrays afterwards."""
+    reference, tested = kernelgen.copy_args(args), kernelgen.copy_args(args)
+    expected = kernel.compile(backend="interp")(*reference)
+    actual = kernel.compile(backend="opencl")(*tested)
+    assert same(expected, actual, rtol), (expected, actual)
+    for ref, out in zip(reference, tested, strict=True):
+        if isinstance(ref, np.ndarray):
+            np.testing.assert_allclose(out, ref, rtol=rtol, atol=0, equal_nan=True)
+
+
+@pytest.mark.parametrize("construct", CONSTRUCTS, ids=lambda construct: construct.name)
+def test_construct_matches_interpreter(construct: Construct) -> None:
+    if construct.name in RUNTIME_EXTENT_ALLOCS:
+        with pytest.raises(CodegenError, match="alloc"):
+            construct.kernel.compile(backend="opencl")
+        return
+    for seed in range(3):
+        compare(construct.kernel, construct.make_args(np.random.default_rng(seed)), rtol=max(construct.rtol, 1e-12))
+
+
+def _example_cases() -> list[tuple[str, str, Any]]:
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=7), rng.normal(size=7)
+    m = 4
+    y0 = np.concatenate((0.5 * np.sin(np.pi * np.arange(1, m + 1) / (m + 1)), np.zeros(m)))
+    return [
+        ("dot", "dot", (x, y)),
+        ("dot", "idot", (np.arange(6, dtype=np.int64) - 2, np.arange(6, dtype=np.int64) * 3)),
+        ("norm", "mag", (x, 7)),
+        ("norm", "norm", (np.zeros(7), x, 7)),
+        ("relu3", "relu3", (np.zeros(7), x)),
+        ("relu3", "relu3_sum", (x,)),
+        ("matvec", "matvec", (np.zeros(3), rng.normal(size=(3, 5)), rng.normal(size=5))),
+        ("euler", "chain_energy", (y0, m, 1.0)),
+        ("gmm", "sqnorm", (x,)),
+        ("gmm", "logsumexp", (x,)),
+    ]
+
+
+@pytest.mark.parametrize(("example", "name", "args"), _example_cases(), ids=lambda v: v if isinstance(v, str) else "")
+def test_example_matches_interpreter(example: str, name: str, args: tuple) -> None:
+    compare(getattr(load_example(example), name), args)
+
+
+@pytest.mark.parametrize(("example", "name"), [("heat", "heat"), ("euler", "euler")])
+def test_examples_with_run_time_local_arrays_are_rejected_by_name(example: str, name: str) -> None:
+    with pytest.raises(CodegenError, match="alloc: .*constant extents"):
+        getattr(load_example(example), name).compile(backend="opencl")
+
+
+# --- Python's arithmetic ----------------------------------------------------------------------------
+
+
+@iz.kernel
+def int_floor(a: i64, b: i64) -> i64:
+    return (a // b) * 1000003 + a % b
+
+
+@iz.kernel
+def int32_floor(a: i32, b: i32) -> i32:
+    return (a // b) ^ (a % b)
+
+
+@iz.kernel
+def float_floordiv(a: f64, b: f64) -> f64:
+    return a // b
+
+
+@iz.kernel
+def float_mod(a: f64, b: f64) -> f64:
+    return a % b
+
+
+@iz.kernel
+def float32_mod(a: f32, b: f32) -> f32:
+    return a % b + a // b
+
+
+@iz.kernel
+def python_min(a: f64, b: f64) -> f64:
+    return min(a, b)
+
+
+@iz.kernel
+def python_max(a: f64, b: f64) -> f64:
+    return max(a, b)
+
+
+INT_EDGES = [-(2**63), -(2**63) + 1, -7, -1, 0, 1, 7, 2**63 - 1]
+INT32_EDGES = [-(2**31), -7, -1, 1, 7, 2**31 - 1]
+FLOAT_EDGES = [0.0, -0.0, 1.0, -1.0, 7.5, -7.5, 1e300, -1e-300, math.inf, -math.inf, math.nan, 3.0, -2.0]
+
+
+def _bits(value: Any) -> Any:
+    """A float's bits (signed zeros and nans compare as such), other values unchanged."""
+    return np.float64(value).view(np.int64) if isinstance(value, float) and not math.isnan(value) else \
+        ("nan" if isinstance(value, float) else value)
+
+
+def _exact_pairs(kernel: Any, values: list, skip_zero: bool = False) -> None:
+    interp, opencl = kernel.compile(backend="interp"), kernel.compile(backend="opencl")
+    for a in values:
+        for b in values:
+            if skip_zero and b == 0:
+                continue
+            assert _bits(opencl(a, b)) == _bits(interp(a, b)), (kernel, a, b)
+
+
+@pytest.mark.parametrize("kernel", [int_floor, int32_floor])
+def test_integer_floor_division_and_modulo_edges(kernel: Any) -> None:
+    _exact_pairs(kernel, INT_EDGES if kernel is int_floor else INT32_EDGES, skip_zero=True)
+
+
+@pytest.mark.parametrize("kernel", [float_floordiv, float_mod, python_min, python_max])
+def test_float_floor_division_modulo_min_max_edges(kernel: Any) -> None:
+    _exact_pairs(kernel, FLOAT_EDGES)
+
+
+def test_f32_modulo_edges() -> None:
+    values = [0.0, -0.0, 1.5, -2.25, 7.0, -3.0, math.inf]
+    interp, opencl = float32_mod.compile(backend="interp"), float32_mod.compile(backend="opencl")
+    for a in values:
+        for b in values:
+            expected, actual = interp(a, b), opencl(a, b)
+            assert (math.isnan(expected) and math.isnan(actual)) or expected == actual, (a, b)
+
+
+# --- out-of-SSA -------------------------------------------------------------------------------------
+
+SWAP = """
+func @swap(%n: i64) -> i64 {
+bb0:
+  br bb1
+bb1:
+  %i = phi i64 [bb0: 0, bb1: %i.next]
+  %a = phi i64 [bb0: 1, bb1: %b]
+  %b = phi i64 [bb0: 2, bb1: %a]
+  %i.next = iadd %i, 1
+  %c = icmp.slt %i.next, %n
+  cbr %c, bb1, bb2
+bb2:
+  %r = imul %a, 10
+  %s = iadd %r, %b
+  ret %s
+}
+"""
+
+
+def test_out_of_ssa_splits_edges_and_swaps_through_a_temporary() -> None:
+    module = parse_module(SWAP)
+    function = module["swap"]
+    plan = out_of_ssa(function)
+    verify(module)
+    assert len(function.blocks) == 4  # the latch edge bb1 -> bb1 got its own block
+    assert len(plan.temporaries) == 1
+    run = compile_opencl(module, function, CodegenOptions())
+    for n in range(1, 6):
+        assert run(n) == run_function(parse_module(SWAP)["swap"], n)
+
+
+def test_show_ir_opencl_and_unsupported_grow() -> None:
+    source = iz.show_ir(load_example("dot").dot, stage="opencl")
+    assert "__kernel void iz_entry" in source and "cl_khr_fp64" in source and "goto" in source
+    module = parse_module("func @g(%n: i64) {\nbb0:\n  %t = alloc f64[4] growable\n  grow %t, %n\n  ret\n}\n")
+    with pytest.raises(CodegenError, match="grow"):
+        emit_opencl(module, module["g"], CodegenOptions())
+
+
+# --- run-time errors --------------------------------------------------------------------------------
+
+
+@iz.kernel
+def divide(a: i64, b: i64) -> i64:
+    return a // b
+
+
+@iz.kernel
+def truncate(x: f64) -> i64:
+    return int(x)
+
+
+@iz.kernel
+def checked_read(x: Array[f64], i: i64) -> f64:
+    return x[i]
+
+
+@pytest.mark.parametrize(("kernel", "args"), [(divide, (7, 0)), (truncate, (math.nan,)), (truncate, (1e300,)),
+                                              (load_example("dot").dot, (np.ones(3), np.ones(4)))])
+def test_run_time_errors_match_the_llvm_backend(kernel: Any, args: tuple) -> None:
+    with pytest.raises(Exception) as on_llvm:
+        kernel.compile(backend="llvm")(*args)
+    with pytest.raises(on_llvm.type) as on_opencl:
+        kernel.compile(backend="opencl")(*args)
+    assert str(on_opencl.value) == str(on_llvm.value)
+
+
+def test_checked_mode_index_error() -> None:
+    kernel = iz.kernel(checked_read.py_func, boundscheck=True)
+    with pytest.raises(IndexError, match=r"index \(3,\) is out of bounds for an array of shape \(3,\)"):
+        kernel.compile(backend="opencl")(np.ones(3), 3)
+    assert kernel.compile(backend="opencl")(np.arange(3.0), 2) == 2.0
+
+
+def test_derivatives_on_opencl_are_refused_not_run_elsewhere() -> None:
+    @iz.kernel
+    def square(x: Array[f64]) -> f64:
+        return x[0] * x[0]
+
+    for call in (lambda: iz.grad(square, backend="opencl")(np.ones(1)),
+                 lambda: iz.fwddiff(square, iz.Duplicated(np.ones(1), np.ones(1)), backend="opencl"),
+                 lambda: iz.hvp(square, backend="opencl")(np.ones(1), np.ones(1))):
+        with pytest.raises(ValueError, match="'opencl' backend runs primal kernels only"):
+            call()
