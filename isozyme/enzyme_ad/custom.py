@@ -58,11 +58,11 @@ from collections.abc import Callable
 
 from isozyme.enzyme_ad.activity import ArgActivity
 from isozyme.enzyme_ad.errors import DifferentiationError, unsupported
+from isozyme.optimize.function_attributes import module_memory_effects
 from isozyme.optimize.inline import inline_call
 from isozyme.optimize.memory_effects import array_root
 from isozyme.ssa.builder import Builder
 from isozyme.ssa.ir import CUSTOM_JVP_FLAG, CUSTOM_VJP_FLAG, NOINLINE, Argument, Function, Instruction, Module, Value
-from isozyme.ssa.ops import OP_INFO, Op
 from isozyme.ssa.types import I64, VOID, ArrayType, Type
 
 SPLIT_RULE = "split"
@@ -88,25 +88,11 @@ def custom_forward_rule(function: Function) -> Function | None:
 
 
 def reads_and_writes(function: Function) -> tuple[set[Argument], set[Argument]]:
-    """The array parameters of `function` that it may read and that it may write (calls count as both)."""
-    reads: set[Argument] = set()
-    writes: set[Argument] = set()
-    for inst in function.instructions():
-        if inst.op is Op.CALL:
-            touched = {array_root(v) for v in inst.operands if v.type.is_array}
-            reads |= {a for a in touched if isinstance(a, Argument)}
-            if "readonly" not in inst.callee.flags and "readnone" not in inst.callee.flags:
-                writes |= {a for a in touched if isinstance(a, Argument)}
-        elif inst.op is Op.LOAD or inst.op is Op.ATOMIC_ADD:
-            root = array_root(inst.operands[0 if inst.op is Op.LOAD else 1])
-            if isinstance(root, Argument):
-                reads.add(root)
-        if inst.op is not Op.CALL and OP_INFO[inst.op].writes_memory:
-            position = 0 if inst.op is Op.GROW else 1
-            root = array_root(inst.operands[position])
-            if isinstance(root, Argument):
-                writes.add(root)
-    return reads, writes
+    """The array parameters of `function` that it may read and that it may write, through any array value
+    and any call (func-attrs' summary of the function)."""
+    assert function.module is not None
+    effects = module_memory_effects(function.module)[function]
+    return {function.args[i] for i in effects.reads}, {function.args[i] for i in effects.writes}
 
 
 def check_custom_call(call: Instruction, rule: Function, caller_writes: set[Value] | None) -> None:

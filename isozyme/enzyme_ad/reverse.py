@@ -62,6 +62,7 @@ from isozyme.enzyme_ad.custom import (
 from isozyme.enzyme_ad.errors import DifferentiationError, unsupported
 from isozyme.enzyme_ad.prepare import LoopFrame, loop_frames
 from isozyme.enzyme_ad.rules import REVERSE_RULES
+from isozyme.optimize.mem2reg import ARRAY_OPERAND
 from isozyme.ssa.builder import Builder
 from isozyme.ssa.cfg import predecessors
 from isozyme.ssa.dominators import DominatorTree
@@ -69,9 +70,6 @@ from isozyme.ssa.ir import Argument, Block, Constant, Function, Instruction, Phi
 from isozyme.ssa.loops import Loop, LoopNest, has_irreducible_control_flow
 from isozyme.ssa.ops import Op
 from isozyme.ssa.types import I64, ArrayType, Type
-
-MEMORY_OPS = frozenset({Op.LOAD, Op.STORE, Op.ATOMIC_ADD})
-ARRAY_OPERAND = {Op.LOAD: 0, Op.STORE: 1, Op.ATOMIC_ADD: 1}
 
 
 @dataclass(eq=False)
