@@ -436,3 +436,13 @@ def test_local_arrays_of_loops_and_branches_passed_to_split_calls(opt: str, back
         assert gx[k] == pytest.approx(central_difference(lambda v: f(v, 5, a), x, np.eye(5)[k], 1e-4), rel=1e-7)
     fd_a = central_difference(lambda v: f(x, 5, v[0]), np.array([a]), np.ones(1), 1e-4)
     assert ga == pytest.approx(float(fd_a), rel=1e-7)
+
+
+@by_variant
+def test_a_const_array_passed_to_a_rule_gets_a_scratch_shadow(opt: str, backend: str) -> None:
+    """x is Const: the rule writes its adjoint into scratch, which must not reach anything (nor leak into the
+    next call's: the scratch is zeroed after each call). d/dw_k = |x| + cos(w_k x_k) x_k."""
+    x, w = np.array([0.3, -0.7, 1.1, 0.4]), np.array([0.5, -0.2, 0.9])
+    dw = np.zeros(3)
+    iz.autodiff(weighted_norms, iz.Const(x), iz.Duplicated(w, dw), 4, opt=opt, backend=backend)
+    assert np.allclose(dw, np.linalg.norm(x) + np.cos(w * x[:3]) * x[:3], rtol=1e-14)

@@ -252,15 +252,29 @@ class _ReverseSynthesis:
                 builder = Builder(loc=inst.loc).before(inst.block.instructions[inst.block.instructions.index(inst) + 1])
                 self.shadows[inst] = builder.alloc(element, *inst.operands, zeroed=True, name=name)
                 continue
-            extents = [self.primal.bound_in_entry(extent, inst.block) for extent in inst.operands]  # type: ignore[arg-type]
-            if any(extent is None for extent in extents) or "growable" in inst.flags:
+            shadow = self._zeroed_in_entry(inst, name)
+            if shadow is None or "growable" in inst.flags:
                 raise unsupported(inst, "an active local array allocated in a loop or a branch needs extents "
                                   "known when the kernel starts, or bounded by the loops' trip counts")
-            builder = self.primal.entry_builder()
-            builder.loc = inst.loc
-            self.shadows[inst] = builder.alloc(element, *[builder.imax(e, 0) for e in extents],  # type: ignore[misc]
-                                               zeroed=True, name=name)
+            self.shadows[inst] = shadow
             self.reused_shadows.add(inst)
+
+    def _zeroed_in_entry(self, array: Value, name: str) -> Instruction | None:
+        """A zeroed array allocated in the entry block, at least as large as `array` (an argument, or a local
+        array in any of its runs: its extents bounded over the loops' iterations as tape extents are); None
+        when no such size is known when the kernel starts."""
+        entry = self.primal.entry_builder()
+        entry.loc = array.loc if isinstance(array, Instruction) else None
+        if isinstance(array, Argument):
+            extents: list[Value | None] = [entry.dim(array, axis) for axis in range(array.type.rank)]  # type: ignore[attr-defined]
+        elif isinstance(array, Instruction) and array.op is Op.ALLOC:
+            extents = [self.primal.bound_in_entry(extent, array.block) for extent in array.operands]  # type: ignore[arg-type]
+        else:
+            return None
+        if any(extent is None for extent in extents):
+            return None
+        return entry.alloc(array.type.element, *[entry.imax(e, 0) for e in extents],  # type: ignore[attr-defined, misc]
+                           zeroed=True, name=name)
 
     def _make_reverse_counters(self) -> None:
         for loop in self.frames:
@@ -338,8 +352,11 @@ class _ReverseSynthesis:
                 operands.append(extents if position in snapshots else value)  # reverse_<g> takes the extents
                 if param.type.element.is_float:  # type: ignore[attr-defined]
                     shadow = self.shadows.get(value) if self.activity.is_active_memory(value) else None
-                    if shadow is None:
-                        shadow = self._scratch_shadow(value, extents)
+                    if shadow is None:  # a Const array: scratch for the rule to write, zeroed after it
+                        shadow = self._zeroed_in_entry(value, f"d_{value.name or 'local'}.scratch")
+                        if shadow is None:
+                            raise unsupported(call, "a Const array passed to a kernel with a custom derivative "
+                                              "needs extents known when the kernel starts")
                         scratch.append((shadow, extents))
                     operands.append(shadow)
                 continue
@@ -402,23 +419,6 @@ class _ReverseSynthesis:
         call.replace_all_uses_with(replacement)
         call.erase()
         return reverse, [*tapes, builder.isub(builder.load(pointer, 0), 1)]
-
-    def _scratch_shadow(self, array: Value, extents: list[Value]) -> Value:
-        """A zeroed array at least as large as `array` (whose extents at the call are `extents`), allocated in
-        the entry block, for a rule to write the adjoint of a Const array into (zeroed again after it)."""
-        entry = self.primal.entry_builder()
-        if isinstance(array, Argument):
-            bounds: list[Value | None] = [entry.dim(array, axis) for axis in range(len(extents))]
-        elif isinstance(array, Instruction) and array.op is Op.ALLOC:
-            bounds = [self.primal.bound_in_entry(extent, array.block) for extent in array.operands]  # type: ignore[arg-type]
-        else:
-            bounds = [None]
-        if any(bound is None for bound in bounds):
-            raise unsupported(array if isinstance(array, Instruction) else extents[0],  # type: ignore[arg-type]
-                              "a Const array passed to a kernel with a custom derivative needs extents known "
-                              "when the kernel starts")
-        return entry.alloc(array.type.element, *[entry.imax(b, 0) for b in bounds],  # type: ignore[attr-defined, misc]
-                           zeroed=True, name=f"d_{array.name or 'local'}.scratch")
 
     def _zero_shadow(self, builder: Builder, shadow: Value, extents: list[Value]) -> None:
         """Zero shadow[0:e0, 0:e1, ...]: a loop nest emitted at `builder`, which continues after it."""
