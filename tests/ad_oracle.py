@@ -28,6 +28,13 @@ from kernelgen import python_reference
 
 import isozyme as iz
 
+OPTS = ("post", "pre", "none")
+"""Every `opt` of the differentiation API."""
+BACKENDS = ("interp", "llvm")
+"""The backends derivatives run on."""
+VARIANTS = [(opt, backend) for opt in OPTS for backend in BACKENDS]
+"""Every (opt, backend) pair, the variants the derivative tests run."""
+
 FD_STEP = 1e-4
 """The central-difference step, relative to max(1, |input|)."""
 FD_RTOL = 1e-6

@@ -28,6 +28,7 @@ from ad_kernels import CASES, Case
 from ad_oracle import (
     FD_RTOL,
     FD_STEP,
+    VARIANTS,
     Derivative,
     Problem,
     assert_matches_finite_differences,
@@ -39,9 +40,6 @@ from ad_oracle import (
     table,
 )
 
-OPTS = ("post", "pre", "none")
-BACKENDS = ("interp", "llvm")
-VARIANTS = [(opt, backend) for opt in OPTS for backend in BACKENDS]
 REFERENCE = ("none", "interp")
 VARIANTS_BUT_REFERENCE = [v for v in VARIANTS if v != REFERENCE]
 VARIANT_RTOL = 1e-10

@@ -8,12 +8,11 @@ import inspect
 
 import numpy as np
 import pytest
-from ad_oracle import central_difference
+from ad_oracle import VARIANTS, central_difference
 
 import isozyme as iz
 from isozyme import Array, f64, i64
 
-VARIANTS = [(opt, backend) for opt in ("post", "pre", "none") for backend in ("interp", "llvm")]
 by_variant = pytest.mark.parametrize(("opt", "backend"), VARIANTS, ids=[f"{o}-{b}" for o, b in VARIANTS])
 
 

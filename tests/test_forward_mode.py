@@ -29,8 +29,11 @@ import numpy as np
 import pytest
 from ad_kernels import CASES, Case
 from ad_oracle import (
+    BACKENDS,
     FD_RTOL,
     FD_STEP,
+    OPTS,
+    VARIANTS,
     Problem,
     central_difference,
     copy_value,
@@ -42,9 +45,6 @@ from ad_oracle import (
 import isozyme as iz
 from isozyme import Array, f64, i64
 
-OPTS = ("post", "pre", "none")
-BACKENDS = ("interp", "llvm")
-VARIANTS = [(opt, backend) for opt in OPTS for backend in BACKENDS]
 DEFAULT = ("post", "llvm")
 PRIMAL_RTOL = 1e-12
 

@@ -21,14 +21,11 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 from ad_kernels import CASES, Case
-from ad_oracle import FD_RTOL, FD_STEP, central_difference, copy_value, table
+from ad_oracle import BACKENDS, FD_RTOL, FD_STEP, VARIANTS, central_difference, copy_value, table
 
 import isozyme as iz
 from isozyme import Array, f64, i64
 
-OPTS = ("post", "pre", "none")
-BACKENDS = ("interp", "llvm")
-VARIANTS = [(opt, backend) for opt in OPTS for backend in BACKENDS]
 KERNELS = ("rational", "example_mag", "branch_on_active_state", "local_scratch", "several_scalars",
            "nested_triangular", "while_product", "newton_sqrt")
 BY_NAME = {case.name: case for case in CASES}
