@@ -13,6 +13,7 @@ from isozyme.frontend.annotations import Array, boolean, f32, f64, i32, i64
 from isozyme.frontend.diagnostics import CompileError
 from isozyme.frontend.intrinsics import MATH_FUNCTIONS, empty, prange, zeros
 from isozyme.runtime.autodiff import Active, Const, Duplicated, autodiff, fwddiff, grad, hvp, show_cache
+from isozyme.runtime.device_array import DeviceArray, to_device
 from isozyme.runtime.kernel import Kernel, kernel, show_ir
 from isozyme.version import VERSION
 
@@ -40,8 +41,8 @@ erf = MATH_FUNCTIONS["erf"]
 __version__ = VERSION
 
 __all__ = [
-    "Active", "Array", "CompileError", "Const", "DifferentiationError", "Duplicated", "Kernel", "acos", "asin",
-    "atan", "atan2", "autodiff", "boolean", "ceil", "cos", "cosh", "empty", "erf", "exp", "expm1", "f32", "f64",
-    "fabs", "floor", "fwddiff", "grad", "hvp", "i32", "i64", "kernel", "log", "log1p", "pow", "prange",
-    "show_cache", "show_ir", "sin", "sinh", "sqrt", "tan", "tanh", "zeros",
+    "Active", "Array", "CompileError", "Const", "DeviceArray", "DifferentiationError", "Duplicated", "Kernel",
+    "acos", "asin", "atan", "atan2", "autodiff", "boolean", "ceil", "cos", "cosh", "empty", "erf", "exp",
+    "expm1", "f32", "f64", "fabs", "floor", "fwddiff", "grad", "hvp", "i32", "i64", "kernel", "log", "log1p",
+    "pow", "prange", "show_cache", "show_ir", "sin", "sinh", "sqrt", "tan", "tanh", "to_device", "zeros",
 ]

@@ -31,30 +31,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from isozyme.codegen.abi import CodegenOptions
 from isozyme.codegen.error_sites import PAYLOAD_WORDS, ErrorSite, register_site
-from isozyme.codegen.out_of_ssa import Copy, OutOfSSA, Temporary, out_of_ssa
+from isozyme.codegen.out_of_ssa import Copy, OutOfSSA, Temporary
 from isozyme.ssa.cfg import reverse_post_order
-from isozyme.ssa.ir import Block, Constant, Function, Instruction, Module, Phi, Value
+from isozyme.ssa.ir import Block, Constant, Function, Instruction, Phi, Value
 from isozyme.ssa.ops import Op
 from isozyme.ssa.types import ArrayType, ScalarType, Type
 
 
 class CodegenError(Exception):
     """The IR holds something this backend cannot emit yet (the message names the op)."""
-
-
-@dataclass
-class OpenCLProgram:
-    """A module's OpenCL C source and what the runtime needs to call it and report its failures."""
-
-    source: str
-    kernel_name: str
-    """The `__kernel` entry."""
-    sites: list[ErrorSite] = field(default_factory=list)
-    """The error sites, numbered from 1 in list order."""
 
 
 Lowering = Callable[["FunctionRenderer", Instruction], str | None]
@@ -116,15 +104,6 @@ class CRenderer:
             return f"(({name}){'-' if x < 0 else ''}INFINITY)"
         return f"(({name}){x.hex()}{'f' if name == 'float' else ''})"
 
-    def render(self, module: Module, entry: Function) -> str:
-        functions = [FunctionRenderer(self, fn, out_of_ssa(fn)) for fn in module]
-        lines = [*self.prelude_lines, *self.helpers(), ""]
-        lines += [f"{r.signature()};" for r in functions]
-        for r in functions:
-            lines += ["", *r.render()]
-        lines += ["", *self.kernel(entry)]
-        return "\n".join(lines) + "\n"
-
     def helpers(self) -> list[str]:
         """Python's floor division and modulo on ints and floats."""
         out: list[str] = []
@@ -163,36 +142,43 @@ class CRenderer:
             ]
         return out
 
-    def kernel(self, entry: Function) -> list[str]:
-        """The `__kernel` wrapper: flat parameters, the error record, the return slot."""
-        params: list[str] = []
-        args: list[str] = []
-        for arg in entry.args:
-            name = f"p{arg.index}"
-            if isinstance(arg.type, ArrayType):
-                params.append(f"{self.pointer(arg.type)} {name}")
-                params += [f"long {name}_d{k}" for k in range(arg.type.rank)]
-                args += [name, *(f"{name}_d{k}" for k in range(arg.type.rank))]
-            elif arg.type.is_bool:  # type: ignore[union-attr]
-                params.append(f"uchar {name}")
-                args.append(f"({name} != 0)")
-            else:
-                params.append(f"{self.scalar(arg.type)} {name}")
-                args.append(name)
-        ret_type = "long" if entry.return_type.is_void else self.storage(entry.return_type)  # type: ignore[arg-type]
-        params += [f"{self.record_type()} err", f"{self.global_space} {ret_type}* ret".strip()]
-        call = f"f_{entry.name}({', '.join([*args, 'err'])})"
-        body = f"  {call};" if entry.return_type.is_void else f"  {ret_type} r = ({ret_type}){call};\n" \
-            "  if (err[0] == 0) ret[0] = r;"
-        return [f"{self.kernel_qualifier} void {self.kernel_name}({', '.join(params)}) {{".strip(), body, "}"]
-
 
 class OpenCLRenderer(CRenderer):
     """OpenCL C: `__kernel`, `__global` pointers, double precision through `cl_khr_fp64`."""
 
     global_space = "__global"
     kernel_qualifier = "__kernel"
-    prelude_lines = ("#pragma OPENCL EXTENSION cl_khr_fp64 : enable", "#pragma OPENCL FP_CONTRACT OFF")
+    prelude_lines = ("#pragma OPENCL EXTENSION cl_khr_fp64 : enable",
+                     "#pragma OPENCL EXTENSION cl_khr_int64_base_atomics : enable", "#pragma OPENCL FP_CONTRACT OFF")
+
+    def helpers(self) -> list[str]:
+        return [*super().helpers(), *ATOMIC_HELPERS]
+
+
+ATOMIC_HELPERS = [
+    "void iz_atomic_add_double(volatile __global double* p, double v) {",
+    "#if defined(__opencl_c_ext_fp64_global_atomic_add)",
+    "  atomic_fetch_add_explicit((volatile __global atomic_double*)p, v, memory_order_relaxed, memory_scope_device);",
+    "#else",
+    "  volatile __global long* q = (volatile __global long*)p;",
+    "  long seen, old = *q;",
+    "  do { seen = old; old = atom_cmpxchg(q, seen, as_long(as_double(seen) + v)); } while (old != seen);",
+    "#endif",
+    "}",
+    "void iz_atomic_add_float(volatile __global float* p, float v) {",
+    "#if defined(__opencl_c_ext_fp32_global_atomic_add)",
+    "  atomic_fetch_add_explicit((volatile __global atomic_float*)p, v, memory_order_relaxed, memory_scope_device);",
+    "#else",
+    "  volatile __global int* q = (volatile __global int*)p;",
+    "  int seen, old = *q;",
+    "  do { seen = old; old = atomic_cmpxchg(q, seen, as_int(as_float(seen) + v)); } while (old != seen);",
+    "#endif",
+    "}",
+    "void iz_atomic_add_long(volatile __global long* p, long v) { atom_add(p, v); }",
+    "void iz_atomic_add_int(volatile __global int* p, int v) { atomic_add(p, v); }",
+]
+"""Atomic adds on global memory: `cl_ext_float_atomics` where the compiler offers it (OpenCL C 3.0 with
+the feature macro), a compare-and-swap loop on the bits otherwise; integers wrap (two's complement)."""
 
 
 # --- one function ---------------------------------------------------------------------------------
@@ -253,10 +239,10 @@ class FunctionRenderer:
                     raise CodegenError("phi: an array phi mixing argument and local arrays is not supported")
                 self.spaces[value] = spaces.pop() if spaces else None
             space = self.spaces.get(value, None)
-            self.decls.append(f"  {self.lang.pointer(value.type, space)} {name};")
+            self.decls.append(f"  {self.lang.pointer(value.type, space)} {name} = 0;")
             self.decls += [f"  long {name}_d{k} = 0;" for k in range(value.type.rank)]
         elif not value.type.is_void:
-            self.decls.append(f"  {self.lang.scalar(value.type)} {name};")
+            self.decls.append(f"  {self.lang.scalar(value.type)} {name} = 0;")
 
     def emit(self, line: str) -> None:
         self.lines.append(f"  {line}")
@@ -271,11 +257,19 @@ class FunctionRenderer:
         site = register_site(self.lang.sites, ErrorSite(kind, str(inst.loc) if inst.loc else None, str(inst.op),
                                                         details))
         words = "".join(f" err[{i + 1}] = (long)({word});" for i, word in enumerate(payload[:PAYLOAD_WORDS]))
-        self.emit(f"if (!({ok})) {{ err[0] = {site};{words} {self.fail_return()} }}")
+        # the first failing work item claims the record; the others only stop
+        self.emit(f"if (!({ok})) {{ if (atom_cmpxchg((volatile __global long*)err, 0L, {site}L) == 0) {{{words} }} "
+                  f"{self.fail_return()} }}")
 
     # the walk
 
     def render(self) -> list[str]:
+        self.declare_all()
+        self.render_blocks(self.blocks)
+        return [f"{self.signature()} {{", *self.decls, *self.lines, "}"]
+
+    def declare_all(self) -> None:
+        """One variable per value of the function (and per out-of-SSA temporary)."""
         for block in self.blocks:  # declare in dominance order: a phi's array operands may come later
             for inst in block.instructions:
                 if not inst.type.is_void and not isinstance(inst, Phi):
@@ -284,16 +278,21 @@ class FunctionRenderer:
             for phi in block.phis:
                 self.declare(phi)
         for temp in self.plan.temporaries:
-            self.decls.append(f"  {self.lang.scalar(temp.type)} t{temp.index};")
-        for block in self.blocks:
+            self.decls.append(f"  {self.lang.scalar(temp.type)} t{temp.index} = 0;")
+
+    def render_blocks(self, blocks: list[Block]) -> None:
+        for block in blocks:
             self.lines.append(f"{self.labels[block]}:;")
             for inst in block.instructions[len(block.phis):]:
                 self.render_instruction(block, inst)
-        return [f"{self.signature()} {{", *self.decls, *self.lines, "}"]
+
+    def alloc_space(self, alloc: Instruction) -> str | None:
+        """The address space of a local array: private here (None: the language's global space)."""
+        return ""
 
     def _pre_declare(self, inst: Instruction) -> None:
         if inst.op is Op.ALLOC:
-            self.spaces[inst] = ""  # private
+            self.spaces[inst] = self.alloc_space(inst)
         elif isinstance(inst.type, ArrayType):
             raise CodegenError(f"{inst.op}: an array-valued {inst.op} is not supported by the OpenCL backend yet")
         self.declare(inst)
@@ -301,12 +300,20 @@ class FunctionRenderer:
     def render_instruction(self, block: Block, inst: Instruction) -> None:
         if inst.is_terminator:
             self.render_copies(block)
-        lowering = LOWERINGS.get(inst.op)
+        lowering = self.lowering(inst.op)
         if lowering is None:
             raise CodegenError(f"the OpenCL backend cannot emit op '{inst.op}' yet")
         expression = lowering(self, inst)
         if expression is not None:
             self.emit(f"{self.names[inst]} = {expression};")
+
+    def lowering(self, op: Op) -> Lowering | None:
+        """How `op` is rendered here (subclasses override some ops)."""
+        return LOWERINGS.get(op)
+
+    def target(self, source: Block, successor: Block) -> str:
+        """The label a branch from `source` to `successor` jumps to."""
+        return self.labels[successor]
 
     def render_copies(self, block: Block) -> None:
         for copy in self.plan.copies.get(block, []):
@@ -549,12 +556,14 @@ def _lower_assert(r: FunctionRenderer, inst: Instruction) -> None:
 
 
 def _lower_br(r: FunctionRenderer, inst: Instruction) -> None:
-    r.emit(f"goto {r.labels[inst.successors[0]]};")
+    r.emit(f"goto {r.target(inst.block, inst.successors[0])};")  # type: ignore[arg-type]
 
 
 def _lower_cbr(r: FunctionRenderer, inst: Instruction) -> None:
     if_true, if_false = inst.successors
-    r.emit(f"if ({r.name(inst.operands[0])}) goto {r.labels[if_true]}; else goto {r.labels[if_false]};")
+    source: Block = inst.block  # type: ignore[assignment]
+    r.emit(f"if ({r.name(inst.operands[0])}) goto {r.target(source, if_true)}; "
+           f"else goto {r.target(source, if_false)};")
 
 
 def _lower_ret(r: FunctionRenderer, inst: Instruction) -> None:
@@ -624,16 +633,3 @@ LOWERINGS: dict[Op, Lowering] = {
     Op.RET: _lower_ret,
 }
 """How each op is rendered (every op but `phi`, which `out_of_ssa` removes)."""
-
-
-def emit_opencl(module: Module, entry: Function, options: CodegenOptions) -> OpenCLProgram:
-    """OpenCL C for `module` with `entry` as the kernel (module docstring). Out-of-SSA splits edges of
-    `module` in place (it stays valid SSA); the caller passes a module it owns."""
-    for function in module:
-        if function.return_type.is_array:
-            raise CodegenError(f"@{function.name} returns an array, which compiled code cannot do")
-    renderer = OpenCLRenderer(options)
-    source = renderer.render(module, entry)
-    return OpenCLProgram(source, renderer.kernel_name, renderer.sites)
-
-

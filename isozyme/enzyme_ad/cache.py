@@ -310,6 +310,7 @@ class PrimalValues:
         size = _product(self.entry_builder(), extents)
         element = I32 if value.type == I1 else value.type
         array = self.entry_builder().alloc(element, size, name=f"tape.{value.name or 'v'}")  # type: ignore[arg-type]
+        array.flags.add("tape")  # distinct iterations write distinct elements (codegen/parallel_loops.py)
         self._store_in_forward(value, array, [self.frames[loop].counter for loop in loops], extents)
         size_text = " * ".join(texts) if texts else "1"
         return Tape(value, array, loops, extents, size_text)

@@ -256,6 +256,7 @@ class _ReverseSynthesis:
             if shadow is None or "growable" in inst.flags:
                 raise unsupported(inst, "an active local array allocated in a loop or a branch needs extents "
                                   "known when the kernel starts, or bounded by the loops' trip counts")
+            shadow.flags.add("private")  # zero at the start and end of each run: runs share nothing through it
             self.shadows[inst] = shadow
             self.reused_shadows.add(inst)
 
@@ -300,6 +301,8 @@ class _ReverseSynthesis:
         while loop is not None:
             counters[loop] = builder.load(self.counter_slots[loop], 0,
                                           name=f"{loop.header.name or 'loop'}.rev.iter")
+            if block is loop.header and any("parallel" in phi.flags for phi in block.phis):
+                counters[loop].flags.add("parallel")  # mem2reg flags the phi it reads: a parallel reverse loop
             loop = loop.parent
         self.contexts[block] = ReverseContext(block, counters)
         return self.contexts[block]

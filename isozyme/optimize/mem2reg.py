@@ -164,7 +164,10 @@ def _variable(inst: Instruction) -> Variable:
 
 
 def _rewrite_load(inst: Instruction, current: dict[Variable, Value]) -> None:
-    inst.replace_all_uses_with(current[_variable(inst)])
+    value = current[_variable(inst)]
+    if "parallel" in inst.flags and isinstance(value, Phi) and value.block is inst.block:
+        value.flags.add("parallel")  # the reverse counter of a prange loop (enzyme_ad/reverse.py)
+    inst.replace_all_uses_with(value)
     inst.erase()
 
 

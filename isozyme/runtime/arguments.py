@@ -3,6 +3,9 @@
 Arrays must be numpy arrays of exactly the parameter's dtype and number of dimensions, C-contiguous, and
 no two array arguments may share memory (the optimizer assumes distinct arrays do not overlap, like
 `restrict` in C): `TypeError` for the wrong kind, dtype or rank, `ValueError` for layout and overlap.
+Where the backend runs on OpenCL (`device_arrays=True`) an array parameter also takes a `DeviceArray`
+(`iz.to_device`), checked for dtype and rank alike and passed on as it is; two parameters given the same
+device buffer overlap. Elsewhere a device array is a `TypeError` pointing to `.get()`.
 Scalars: a float parameter takes any real number, an integer parameter an integer (not a float: no silent
 truncation) in its range (`OverflowError` otherwise), a boolean parameter a bool. Every message names the
 parameter and the kernel. The per-value checks are the interpreter's (`ssa.interpreter.check_array`,
@@ -16,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from isozyme.runtime.device_array import DeviceArray
 from isozyme.ssa import interpreter
 from isozyme.ssa.types import ArrayType, Type
 
@@ -46,13 +50,31 @@ def bind(kernel: str, params: Sequence[Parameter], args: Sequence[object],
     return [bound[n] for n in names]
 
 
-def check_array(kernel: str, param: Parameter, value: object) -> np.ndarray:
-    """The interpreter's array check (kind, dtype, rank), plus C-contiguity for compiled code."""
+def check_array(kernel: str, param: Parameter, value: object,
+                device_arrays: bool = False) -> np.ndarray | DeviceArray:
+    """The interpreter's array check (kind, dtype, rank), plus C-contiguity for compiled code; a device
+    array where `device_arrays` allows it (module docstring)."""
     where = f"parameter '{param.name}' of kernel '{kernel}'"
+    if isinstance(value, DeviceArray):
+        if not device_arrays:
+            raise TypeError(f"{where} got an iz.DeviceArray: device arrays run on backend=\"opencl\"; "
+                            f"{param.name}.get() gives a numpy array")
+        return check_device_array(where, param.type, value)  # type: ignore[arg-type]
     array = interpreter.check_array(where, param.type, value)  # type: ignore[arg-type]
     if not array.flags.c_contiguous:
         raise ValueError(f"{where} must be C-contiguous; pass np.ascontiguousarray({param.name})")
     return array
+
+
+def check_device_array(where: str, ty: ArrayType, value: DeviceArray) -> DeviceArray:
+    """`value` if its dtype and rank are `ty`'s, TypeError otherwise, in `interpreter.check_array`'s words
+    (a device array is C-contiguous by construction)."""
+    dtype = ty.element.numpy_dtype
+    if value.dtype != dtype:
+        raise TypeError(f"{where} must have dtype {dtype.name}, got {value.dtype.name}")
+    if value.ndim != ty.rank:
+        raise TypeError(f"{where} must be a {ty.rank}-D array, got {value.ndim}-D")
+    return value
 
 
 def check_scalar(kernel: str, param: Parameter, value: object) -> Scalar:
@@ -60,13 +82,14 @@ def check_scalar(kernel: str, param: Parameter, value: object) -> Scalar:
 
 
 def check_arguments(kernel: str, params: Sequence[Parameter], args: Sequence[object],
-                    kwargs: Mapping[str, object] | None = None) -> list[object]:
-    """The checked argument values in parameter order (module docstring)."""
+                    kwargs: Mapping[str, object] | None = None, device_arrays: bool = False) -> list[object]:
+    """The checked argument values in parameter order; `device_arrays` lets array parameters take
+    DeviceArrays, for the OpenCL backend (module docstring)."""
     values = bind(kernel, params, args, kwargs or {})
     checked: list[object] = []
     for param, value in zip(params, values, strict=True):
         if isinstance(param.type, ArrayType):
-            checked.append(check_array(kernel, param, value))
+            checked.append(check_array(kernel, param, value, device_arrays))
         else:
             checked.append(check_scalar(kernel, param, value))
     check_no_overlap(kernel, params, checked)
@@ -74,10 +97,19 @@ def check_arguments(kernel: str, params: Sequence[Parameter], args: Sequence[obj
 
 
 def check_no_overlap(kernel: str, params: Sequence[Parameter], values: Sequence[object]) -> None:
-    """Two array arguments must not share memory (for C-contiguous arrays `may_share_memory` is exact)."""
-    arrays = [(p.name, v) for p, v in zip(params, values, strict=True) if isinstance(v, np.ndarray)]
+    """Two array arguments must not share memory (for C-contiguous arrays `may_share_memory` is exact; device
+    arrays share memory when they share a buffer, and never with a numpy array)."""
+    arrays = [(p.name, v) for p, v in zip(params, values, strict=True) if isinstance(v, np.ndarray | DeviceArray)]
     for i, (name_a, a) in enumerate(arrays):
         for name_b, b in arrays[i + 1:]:
-            if np.may_share_memory(a, b):
+            if _share_memory(a, b):
                 raise ValueError(f"parameters '{name_a}' and '{name_b}' of kernel '{kernel}' share memory; "
                                  "isozyme assumes distinct array arguments do not overlap")
+
+
+def _share_memory(a: np.ndarray | DeviceArray, b: np.ndarray | DeviceArray) -> bool:
+    if isinstance(a, DeviceArray) and isinstance(b, DeviceArray):
+        return a.shares_buffer(b)
+    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
+        return np.may_share_memory(a, b)
+    return False  # host memory and device memory never overlap

@@ -45,6 +45,7 @@ from isozyme.enzyme_ad.gradient import (
 from isozyme.enzyme_ad.reverse import gradient_parameters
 from isozyme.optimize.pass_manager import PassOptions
 from isozyme.runtime.arguments import Parameter, check_arguments
+from isozyme.runtime.device_array import DeviceArray
 from isozyme.runtime.kernel import Kernel, _print_ir_request
 from isozyme.ssa.interpreter import run_function
 from isozyme.ssa.ir import Function, Module
@@ -148,7 +149,7 @@ def compiled_gradient(kernel: Kernel, activities: tuple[ArgActivity, ...], opt: 
     cache = kernel.__dict__.setdefault("_gradients", {})
     if key not in cache:
         params = _gradient_params(kernel, activities)
-        compile_for = _compile_llvm if chosen == "llvm" else _compile_interp
+        compile_for = {"llvm": _compile_llvm, "opencl": _compile_opencl}.get(chosen, _compile_interp)
         cache[key] = CompiledGradient(f"diffe_{kernel.definition.name}", params,
                                       compile_for(kernel, activities, opt, params))
     return cache[key]
@@ -161,6 +162,25 @@ def _compile_interp(kernel: Kernel, activities: tuple[ArgActivity, ...], opt: st
 
     def entry(*args: object) -> object:
         return run_function(function, *check_arguments(name, params, args))
+    return entry
+
+
+def _compile_opencl(kernel: Kernel, activities: tuple[ArgActivity, ...], opt: str,
+                    params: list[Parameter]) -> Callable[..., object]:
+    return opencl_entry(differentiate(kernel, activities, opt), kernel, params)
+
+
+def opencl_entry(derivative: Gradient | ForwardDerivative, kernel: Kernel,
+                 params: list[Parameter]) -> Callable[..., object]:
+    """A derivative run by the OpenCL backend on checked arguments (device arrays accepted)."""
+    from isozyme.runtime.opencl_backend import compile_opencl
+
+    function = derivative.function
+    run = compile_opencl(derivative.module, function, kernel.codegen_options())
+    name = function.name
+
+    def entry(*args: object) -> object:
+        return run(*check_arguments(name, params, args, device_arrays=True))
     return entry
 
 
@@ -217,16 +237,16 @@ def _classify(kernel: Kernel, param: Parameter, arg: object) -> ArgActivity:
 
 def _check_shadow(kernel: Kernel, param: Parameter, arg: Duplicated) -> None:
     array, shadow = arg.value, arg.shadow
-    if not isinstance(shadow, np.ndarray):
-        raise TypeError(f"the shadow of {_where(kernel, param)} must be a numpy array, "
+    if not isinstance(shadow, np.ndarray | DeviceArray):
+        raise TypeError(f"the shadow of {_where(kernel, param)} must be a numpy array or an iz.DeviceArray, "
                         f"not {type(shadow).__name__}")
-    if isinstance(array, np.ndarray) and (shadow.dtype != array.dtype or shadow.shape != array.shape):
+    if isinstance(array, np.ndarray | DeviceArray) and (shadow.dtype != array.dtype or shadow.shape != array.shape):
         raise ValueError(f"the shadow of {_where(kernel, param)} must have the array's dtype and shape "
                          f"({array.dtype}, {array.shape}), not ({shadow.dtype}, {shadow.shape})")
 
 
-DERIVATIVE_BACKENDS = ("llvm", "interp")
-"""The backends derivatives compile for (the OpenCL backend runs primal kernels only, so far)."""
+DERIVATIVE_BACKENDS = ("llvm", "interp", "opencl")
+"""The backends derivatives compile for."""
 
 
 def derivative_backend(kernel: Kernel, backend: str | None) -> str:
@@ -391,6 +411,9 @@ def _compile_derivative(kernel: Kernel, name: str, params: list[Parameter], pipe
         def entry(*args: object) -> object:
             return run_function(derivative, *check_arguments(name, params, args))
         return entry
+    if backend == "opencl":
+        module, function = kernel.lower()
+        return opencl_entry(_run_build(kernel, build, module, function, opt), kernel, params)
     from isozyme.runtime.llvm_backend import EntrySignature, compile_native
 
     module, function = kernel.lower(verify_ir=False)

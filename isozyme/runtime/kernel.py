@@ -197,7 +197,8 @@ def _compile_llvm(kernel: Kernel, pipeline: str) -> CompiledKernel:
 
 
 def _compile_opencl(kernel: Kernel, pipeline: str) -> CompiledKernel:
-    """OpenCL C run as one work item (first slice, `runtime/opencl_backend.py`); no disk cache yet."""
+    """OpenCL: a serial kernel and an NDRange kernel per parallel loop (`runtime/opencl_backend.py`); numpy
+    arrays are copied in and out, device arrays (`iz.to_device`) are used in place."""
     from isozyme.runtime.opencl_backend import compile_opencl
 
     module, function = kernel.optimized(pipeline)
@@ -206,7 +207,7 @@ def _compile_opencl(kernel: Kernel, pipeline: str) -> CompiledKernel:
     run = compile_opencl(module, function, kernel.codegen_options())
 
     def entry(*args: object, **kwargs: object) -> object:
-        return run(*check_arguments(name, params, args, kwargs))
+        return run(*check_arguments(name, params, args, kwargs, device_arrays=True))
     return CompiledKernel(name, "opencl", params, entry)
 
 

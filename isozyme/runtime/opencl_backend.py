@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import os
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -22,8 +23,23 @@ from typing import Any
 import numpy as np
 
 from isozyme.codegen.abi import CodegenOptions
-from isozyme.codegen.error_sites import PAYLOAD_WORDS
-from isozyme.codegen.opencl import OpenCLProgram, emit_opencl
+from isozyme.codegen.opencl_program import (
+    ALLOC,
+    ARG0,
+    ARG1,
+    ARG2,
+    DONE,
+    ERROR,
+    GROUP_SIZE,
+    GROW,
+    HEADER_WORDS,
+    KIND,
+    LAUNCH,
+    RETURN,
+    OpenCLProgram,
+    emit_opencl,
+)
+from isozyme.optimize.loop_canonicalization import canonicalize_loop_structure
 from isozyme.ssa.ir import Function, Module
 from isozyme.ssa.types import ArrayType, ScalarType
 
@@ -87,7 +103,29 @@ def build(source: str, where: Device) -> Any:
 
 def opencl_source(module: Module, function: Function, options: CodegenOptions) -> str:
     """The OpenCL C of `module` with `function` as the kernel (`iz.show_ir(kernel, stage="opencl")`)."""
-    return emit_opencl(module, function, options).source
+    program = _emit(module, function, options)
+    notes = [f"// {reason}" for reason in program.serial_loops]
+    return "\n".join([*notes, program.source]) if notes else program.source
+
+
+def _emit(module: Module, function: Function, options: CodegenOptions) -> OpenCLProgram:
+    """The program, after giving every loop one latch and a preheader (a derivative's reverse loops may
+    have several latches), as the parallel-loop analysis needs."""
+    canonicalize_loop_structure(function)
+    return emit_opencl(module, function, options, reduction_mode())
+
+
+def reduction_mode() -> str:
+    """`ISOZYME_OPENCL_REDUCTION`: "group" (default: work-group reductions) or "atomic" (one atomic add per
+    work item, the naive baseline that `benchmarks/` compares with)."""
+    mode = os.environ.get("ISOZYME_OPENCL_REDUCTION", "group")
+    if mode not in ("group", "atomic"):
+        raise ValueError(f"ISOZYME_OPENCL_REDUCTION must be 'group' or 'atomic', not {mode!r}")
+    return mode
+
+
+class SerialLoopWarning(UserWarning):
+    """A `prange` loop runs serially on OpenCL (the message says why)."""
 
 
 _SCALAR_DTYPES = {"i1": np.uint8, "i32": np.int32, "i64": np.int64, "f32": np.float32, "f64": np.float64}
@@ -95,52 +133,127 @@ _SCALAR_DTYPES = {"i1": np.uint8, "i32": np.int32, "i64": np.int64, "f32": np.fl
 
 def compile_opencl(module: Module, function: Function, options: CodegenOptions) -> Callable[..., object]:
     """A function running `function` on the OpenCL device on checked argument values (module docstring)."""
-    program = emit_opencl(module, function, options)
-    where = device()
-    kernel = getattr(build(program.source, where), program.kernel_name)
-    types = [arg.type for arg in function.args]
-    return_type = function.return_type
-
-    def run(*values: object) -> object:
-        return _launch(where, kernel, program, types, return_type, values)
-    return run
+    program = _emit(module, function, options)
+    for reason in program.serial_loops:
+        warnings.warn(f"OpenCL: {reason}", SerialLoopWarning, stacklevel=4)
+    runner = Runner(program, device(), [arg.type for arg in function.args], function.return_type)
+    return runner
 
 
-def _launch(where: Device, kernel: Any, program: OpenCLProgram, types: Sequence[Any], return_type: Any,
-            values: Sequence[object]) -> object:
-    cl = _pyopencl()
-    flags = cl.mem_flags
-    kernel_args: list[object] = []
-    copies: list[tuple[Any, np.ndarray]] = []
-    for ty, value in zip(types, values, strict=True):
-        if isinstance(ty, ArrayType):
-            array: np.ndarray = value  # type: ignore[assignment]
-            host = array if array.size else np.zeros(1, dtype=array.dtype)  # no empty buffers in OpenCL
-            buffer = cl.Buffer(where.context, flags.READ_WRITE | flags.COPY_HOST_PTR, hostbuf=host)
-            kernel_args += [buffer, *(np.int64(extent) for extent in array.shape)]
-            if array.size:
-                copies.append((buffer, array))
-        else:
-            kernel_args.append(_SCALAR_DTYPES[str(ty)](value))
-    record = np.zeros(1 + PAYLOAD_WORDS, dtype=np.int64)
-    record_buffer = cl.Buffer(where.context, flags.READ_WRITE | flags.COPY_HOST_PTR, hostbuf=record)
-    result = np.zeros(1, dtype=np.int64 if return_type.is_void else _SCALAR_DTYPES[str(return_type)])
-    result_buffer = cl.Buffer(where.context, flags.READ_WRITE | flags.COPY_HOST_PTR, hostbuf=result)
-    kernel(where.queue, (1,), None, *kernel_args, record_buffer, result_buffer)
-    for buffer, array in copies:
-        cl.enqueue_copy(where.queue, array, buffer)
-    cl.enqueue_copy(where.queue, record, record_buffer)
-    cl.enqueue_copy(where.queue, result, result_buffer, is_blocking=True)
-    if record[0] != 0:
-        raise program.sites[int(record[0]) - 1].exception([int(word) for word in record[1:]])
-    if return_type.is_void:
-        return None
-    return _python_scalar(return_type, result[0])
+class Runner:
+    """Runs a program: the serial kernel, and what it asks the host for (`codegen/opencl_program.py`)."""
+
+    def __init__(self, program: OpenCLProgram, where: Device, types: Sequence[Any], return_type: Any) -> None:
+        built = build(program.source, where)
+        self.program = program
+        self.where = where
+        cl = _pyopencl()
+        self.serial = cl.Kernel(built, program.serial)
+        self.loops = [cl.Kernel(built, loop.name) for loop in program.loops]
+        self.types = types
+        self.return_type = return_type
+        self.sites: list[tuple[Any, int]] = []
+        """Each alloc site's buffer and its capacity in elements (kept from call to call)."""
+
+    def __call__(self, *values: object) -> object:
+        from isozyme.runtime.device_array import DeviceArray  # it imports this module
+
+        cl = _pyopencl()
+        where, flags = self.where, cl.mem_flags
+        args: list[object] = []
+        copies: list[tuple[Any, np.ndarray]] = []
+        for ty, value in zip(self.types, values, strict=True):
+            if isinstance(value, DeviceArray):
+                args += [value.data, *(np.int64(extent) for extent in value.shape)]
+            elif isinstance(ty, ArrayType):
+                array: np.ndarray = value  # type: ignore[assignment]
+                host = array if array.size else np.zeros(1, dtype=array.dtype)  # no empty buffers in OpenCL
+                buffer = cl.Buffer(where.context, flags.READ_WRITE | flags.COPY_HOST_PTR, hostbuf=host)
+                args += [buffer, *(np.int64(extent) for extent in array.shape)]
+                if array.size:
+                    copies.append((buffer, array))
+            else:
+                args.append(_SCALAR_DTYPES[str(ty)](value))
+        while len(self.sites) < len(self.program.allocs):
+            self.sites.append((self._buffer(self.program.allocs[len(self.sites)].element, 1), 1))
+        control = np.zeros(self.program.control_words, dtype=np.int64)
+        control_buffer = cl.Buffer(where.context, flags.READ_WRITE | flags.COPY_HOST_PTR, hostbuf=control)
+        header = np.zeros(HEADER_WORDS, dtype=np.int64)
+        try:
+            self._run(args, control_buffer, header)
+        finally:
+            for buffer, array in copies:
+                cl.enqueue_copy(where.queue, array, buffer)
+            where.queue.finish()
+        if header[ERROR] != 0:
+            raise self.program.sites[int(header[ERROR]) - 1].exception([int(w) for w in header[ERROR + 1:]])
+        if self.return_type.is_void:
+            return None
+        return _python_scalar(self.return_type, header[RETURN])
+
+    def _run(self, args: list[object], control: Any, header: np.ndarray) -> None:
+        cl = _pyopencl()
+        queue = self.where.queue
+        while True:
+            self.serial(queue, (1,), (1,), *args, *(buffer for buffer, _ in self.sites), control)
+            cl.enqueue_copy(queue, header, control, is_blocking=True)
+            kind = int(header[KIND])
+            if header[ERROR] != 0 or kind == DONE:
+                return
+            if kind == LAUNCH:
+                number, trip = int(header[ARG0]), int(header[ARG1])
+                if trip > 0:
+                    group = self.program.loops[number].group_size
+                    size = -(-trip // GROUP_SIZE) * GROUP_SIZE
+                    self.loops[number](queue, (size,), (group,) if group else None, *args,
+                                       *(buffer for buffer, _ in self.sites), control, np.int64(trip))
+            elif kind == ALLOC:
+                self._alloc(int(header[ARG0]), int(header[ARG1]), fill=header[ARG2] == 0)
+            elif kind == GROW:
+                self._grow(int(header[ARG0]), int(header[ARG1]), int(header[ARG2]))
+            else:
+                raise RuntimeError(f"the serial kernel made an unknown request {kind}")
+
+    def _buffer(self, element: str, count: int) -> Any:
+        cl = _pyopencl()
+        size = max(count, 1) * np.dtype(_SCALAR_DTYPES[element]).itemsize
+        try:
+            return cl.Buffer(self.where.context, cl.mem_flags.READ_WRITE, size)
+        except cl.Error as error:
+            raise MemoryError(f"cannot allocate a local array of {count} elements on the device: {error}") from None
+
+    def _fill(self, site: int, start: int, stop: int) -> None:
+        if stop <= start:
+            return
+        cl = _pyopencl()
+        info = self.program.allocs[site]
+        dtype = np.dtype(_SCALAR_DTYPES[info.element])
+        pattern = np.array([info.fill], dtype=dtype)
+        cl.enqueue_fill_buffer(self.where.queue, self.sites[site][0], pattern, start * dtype.itemsize,
+                               (stop - start) * dtype.itemsize)
+
+    def _alloc(self, site: int, count: int, fill: bool) -> None:
+        if self.sites[site][1] < count:
+            self.sites[site] = (self._buffer(self.program.allocs[site].element, count), count)
+        if fill:
+            self._fill(site, 0, count)
+
+    def _grow(self, site: int, new: int, old: int) -> None:
+        cl = _pyopencl()
+        buffer = self._buffer(self.program.allocs[site].element, new)
+        itemsize = np.dtype(_SCALAR_DTYPES[self.program.allocs[site].element]).itemsize
+        if old:
+            cl.enqueue_copy(self.where.queue, buffer, self.sites[site][0], byte_count=old * itemsize)
+        self.sites[site] = (buffer, new)
+        self._fill(site, old, new)
 
 
-def _python_scalar(ty: ScalarType, value: np.generic) -> object:
+def _python_scalar(ty: ScalarType, word: np.int64) -> object:
+    """The return value from its control word (the bits of a float; f32 in the low half)."""
     if ty.is_bool:
-        return bool(value)
+        return bool(word)
     if ty.is_int:
-        return int(value)
-    return float(value)
+        return int(word)
+    if ty.bits == 32:
+        return float(np.array([word], dtype=np.int64).view(np.float32)[0])
+    return float(np.array([word], dtype=np.int64).view(np.float64)[0])

@@ -1,0 +1,395 @@
+"""Which `prange` loops of a kernel run as NDRange kernels on OpenCL, and how their iterations combine.
+
+    plans, serial = plan_parallel_loops(function)     # after out_of_ssa(function)
+
+A loop is a candidate when its header has a phi flagged `parallel` (the frontend flags a `prange` counter;
+the reverse pass flags the reverse counter of a `prange` loop) and no loop around it runs in parallel
+already: a top-level `prange` loop, or one nested only in serial loops (time stepping). Each work item
+runs one iteration; `gid` numbers them from 0. A candidate runs in parallel only if everything about it
+can be shown to be right, else it runs serially inside the serial kernel and `serial` says why (the
+runtime warns once). It runs in parallel when:
+
+  - it is counted (`ssa/trip_count.py`): one latch, one entering block, the header its only exit (no
+    `break`/`return` in the body), a trip count computed before it starts;
+  - every header phi is an induction variable (`start + gid * step` in work item `gid`) or a *reduction*:
+    a value that the body only adds to (`fadd`/`fsub`, `iadd`/`isub` chains, through phis of branches),
+    read nowhere else in the loop. Each work item starts it at 0 and hands its sum to a work-group
+    reduction; the result is added to the value the loop started with (the order of the additions changes);
+  - the extents of the local arrays it allocates are loop-invariant, and it grows none. Each work item gets
+    its own copy: a private C array for small constant extents (`PRIVATE_LIMIT` elements at most), else a
+    slice of a *scratch* buffer holding one copy per work item;
+  - a call in it writes no array (a callee's writes are not checked for races);
+  - a local array allocated outside it and written in it is an AD tape (flag `tape`: distinct iterations
+    write distinct elements by construction), the shadow of a local array of the loop (flag `private`: it
+    is zero at the start and end of every run, so each work item gets its own zeroed scratch copy), or every
+    access to it in the loop uses one index value that is injective in `gid` at one position (the array is
+    split between work items).
+
+Argument arrays are trusted: `prange` promises independent iterations, and the stores of a derivative
+follow the primal's. What changes is accumulation: `x[I] = x[I] + v` (a `load`, an add and a `store` of the
+same element, nothing between them touching x), and `atomic_add`, become `atomic_add v, x[I]` with a mode:
+
+  - `owned`: x is a work item's own copy, or every access to x in the loop uses one injective index at one
+    position: a plain add;
+  - `group`: every index is loop-invariant (a parameter that every work item reads, in the reverse pass):
+    a private sum per work item, a work-group reduction, one atomic add per group;
+  - `atomic`: anything else: an atomic add (`cl_ext_float_atomics` or a compare-and-swap loop).
+
+The rewrite keeps the serial semantics (`atomic_add` adds), so the module stays valid for any backend.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from isozyme.ssa.builder import Builder
+from isozyme.ssa.ir import Argument, Block, Constant, Function, Instruction, Phi, Value
+from isozyme.ssa.loops import Loop, LoopNest
+from isozyme.ssa.ops import Op
+from isozyme.ssa.trip_count import (
+    InductionVariable,
+    TripCount,
+    analyze_trip_count,
+    induction_variable,
+    is_loop_invariant,
+)
+from isozyme.ssa.types import ArrayType
+
+ADDITIVE = {Op.FADD: "float", Op.FSUB: "float", Op.IADD: "int", Op.ISUB: "int"}
+"""Ops a reduction chain may consist of (the reduced value is operand 0 of a subtraction)."""
+
+ACCESSES = (Op.LOAD, Op.STORE, Op.ATOMIC_ADD)
+PRIVATE_LIMIT = 64
+"""Local arrays of a parallel loop with at most this many elements (constant extents) are private C arrays."""
+
+
+@dataclass(eq=False)
+class Reduction:
+    """A header phi that the body only adds to."""
+
+    phi: Phi
+    slot: int
+    """Its word in the control buffer's reduction area (numbered over the whole program)."""
+
+
+@dataclass(eq=False)
+class ParallelLoop:
+    """A loop that runs as one NDRange kernel, one iteration per work item."""
+
+    number: int
+    loop: Loop
+    trip: Value
+    """The trip count, computed at the end of the entering block."""
+    inductions: list[InductionVariable]
+    reductions: list[Reduction]
+    modes: dict[Instruction, str] = field(default_factory=dict)
+    """Each `atomic_add` of the loop: "owned", "group" or "atomic" (module docstring)."""
+    scratch: dict[Instruction, str] = field(default_factory=dict)
+    """The local arrays each work item has a copy of in a scratch buffer: "inner" (allocated in the loop)
+    or "private" (a flagged array allocated before it, zero-filled per launch)."""
+
+    @property
+    def header(self) -> Block:
+        return self.loop.header
+
+    @property
+    def group_adds(self) -> list[Instruction]:
+        """The `atomic_add`s reduced per work group, in program order."""
+        return [inst for inst, mode in self.modes.items() if mode == "group"]
+
+    @property
+    def location(self) -> str:
+        phi = next((p for p in self.header.phis if "parallel" in p.flags), None)
+        return str(phi.loc) if phi is not None and phi.loc else f"block {self.header.name}"
+
+
+class NotParallel(Exception):
+    """Why a candidate loop runs serially."""
+
+
+def plan_parallel_loops(function: Function, first_slot: int = 0) -> tuple[list[ParallelLoop], list[str]]:
+    """The loops of `function` that run in parallel (rewritten as the module docstring says, trip counts
+    emitted) and, for each candidate that runs serially, why. Run after `out_of_ssa`."""
+    nest = LoopNest(function)
+    plans: list[ParallelLoop] = []
+    serial: list[str] = []
+    pending = list(nest.top_level)
+    while pending:
+        loop = pending.pop(0)
+        if not any("parallel" in phi.flags for phi in loop.header.phis):
+            pending[:0] = loop.children
+            continue
+        try:
+            plan = _plan(loop, len(plans), first_slot + sum(len(p.reductions) for p in plans))
+        except NotParallel as reason:
+            phi = next(p for p in loop.header.phis if "parallel" in p.flags)
+            serial.append(f"the prange loop at {phi.loc or loop.header.name} runs serially: {reason}")
+            pending[:0] = loop.children
+            continue
+        plans.append(plan)
+    return plans, serial
+
+
+def _plan(loop: Loop, number: int, first_slot: int) -> ParallelLoop:
+    trip = analyze_trip_count(loop)
+    if not isinstance(trip, TripCount):
+        raise NotParallel(str(trip))
+    inductions: list[InductionVariable] = []
+    reductions: list[Reduction] = []
+    for phi in loop.header.phis:
+        iv = induction_variable(loop, phi)
+        if iv is not None:
+            inductions.append(iv)
+        elif _is_reduction(phi, loop):
+            reductions.append(Reduction(phi, first_slot + len(reductions)))
+        elif _keeps_its_start(phi, loop):
+            continue  # the same constant in every iteration: each work item starts with it too
+        else:
+            raise NotParallel(f"%{phi.name or 'value'} is carried from one iteration to the next")
+    scratch = _check_body(loop)
+    injective = _injective_values(loop, inductions)
+    modes = _accumulation_modes(loop, injective, scratch)
+    entering = loop.entering_blocks[0]
+    count = trip.emit(Builder().before(entering.terminator))  # type: ignore[arg-type]
+    return ParallelLoop(number, loop, count, inductions, reductions, modes, scratch)
+
+
+def _is_reduction(phi: Phi, loop: Loop) -> bool:
+    """Does the loop only add to `phi` (module docstring)? The chain is what the loop computes from it."""
+    chain: dict[Value, None] = {phi: None}
+    work: list[Value] = [phi]
+    while work:
+        for user in work.pop().users:
+            if user.block is None or user.block not in loop or user in chain:
+                continue
+            if user.block is loop.header or not (isinstance(user, Phi) or user.op in ADDITIVE):
+                return False
+            chain[user] = None
+            work.append(user)
+    kinds = set()
+    for value in chain:
+        if value is phi:
+            continue
+        assert isinstance(value, Instruction)
+        if isinstance(value, Phi):
+            if not all(v in chain for v in value.operands):
+                return False
+            continue
+        kinds.add(ADDITIVE[value.op])
+        a, b = value.operands
+        if (a in chain) == (b in chain) or (value.op in (Op.FSUB, Op.ISUB) and a not in chain):
+            return False
+        if any(u.block is not None and u.block not in loop for u in value.users):
+            return False
+    return len(kinds) <= 1 and all(phi.incoming_value(latch) in chain for latch in loop.latches)
+
+
+def _keeps_its_start(phi: Phi, loop: Loop) -> bool:
+    """Is the phi a constant c in every iteration: entered with c, and each back edge brings, through phis
+    only, c or the phi itself? (Adjoints left over from inner reverse loops, which are always -0.0 but too
+    roundabout for the optimizer.)"""
+    start = phi.incoming_value(loop.entering_blocks[0])
+    if not isinstance(start, Constant):
+        return False
+    seen: set[Value] = {phi}
+    work = [phi.incoming_value(latch) for latch in loop.latches]
+    while work:
+        value = work.pop()
+        if value in seen:
+            continue
+        seen.add(value)
+        if isinstance(value, Phi) and value.block is not None and value.block in loop:
+            work.extend(value.operands)
+        elif not (isinstance(value, Constant) and value.type == start.type and value.value == start.value
+                  and str(value.value) == str(start.value)):  # -0.0 is not 0.0
+            return False
+    return True
+
+
+def _check_body(loop: Loop) -> dict[Instruction, str]:
+    """Refuse what cannot run in parallel (module docstring); the local arrays that get scratch copies."""
+    scratch: dict[Instruction, str] = {}
+    for block in loop.blocks:
+        for inst in block.instructions:
+            if inst.op is Op.ALLOC:
+                if "growable" in inst.flags or not all(is_loop_invariant(e, loop) for e in inst.operands):
+                    raise NotParallel("it allocates a local array whose extents change from one iteration to "
+                                      "the next")
+                if not is_private_array(inst):
+                    scratch[inst] = "inner"
+            if inst.op is Op.GROW:
+                raise NotParallel("it grows a stack tape (a loop of unknown trip count inside it)")
+            if inst.op is Op.CALL:
+                if any(_is_alloc(v) and is_private_array(v) for v in inst.operands):  # type: ignore[arg-type]
+                    raise NotParallel(f"it passes a small local array to @{inst.callee.name}")
+                if _writes_arrays(inst.callee, set()):
+                    raise NotParallel(f"@{inst.callee.name}, called in it, writes arrays")
+    for array in _arrays_accessed(loop):
+        if not _is_alloc(array) or array.block in loop or "tape" in array.flags:  # type: ignore[union-attr]
+            continue
+        if "private" in array.flags:  # type: ignore[union-attr]
+            scratch[array] = "private"  # type: ignore[index]
+            continue
+        uses = [u for u in array.users if u.block is not None and u.block in loop]
+        if any(u.op in (Op.STORE, Op.ATOMIC_ADD) for u in uses) and _owner_position(array, loop, None) is None:
+            raise NotParallel(f"every iteration writes the local array %{array.name or 'array'}")
+        if any(u.op is Op.CALL for u in uses):
+            raise NotParallel(f"it passes the local array %{array.name or 'array'} to a call")
+    return scratch
+
+
+def is_private_array(alloc: Instruction) -> bool:
+    """Is this local array of a parallel loop a private C array (small, constant extents)?"""
+    if not all(isinstance(e, Constant) for e in alloc.operands):
+        return False
+    size = 1
+    for extent in alloc.operands:
+        size *= max(int(extent.value), 0)  # type: ignore[attr-defined]
+    return size <= PRIVATE_LIMIT
+
+
+def _is_alloc(value: Value) -> bool:
+    return isinstance(value, Instruction) and value.op is Op.ALLOC
+
+
+def _writes_arrays(function: Function, seen: set[Function]) -> bool:
+    if function in seen:
+        return False
+    seen.add(function)
+    for block in function.blocks:
+        for inst in block.instructions:
+            if inst.op in (Op.STORE, Op.ATOMIC_ADD) and not _is_alloc(_array_operand(inst)):
+                return True
+            if inst.op is Op.CALL and _writes_arrays(inst.callee, seen):
+                return True
+    return False
+
+
+def _array_operand(inst: Instruction) -> Value:
+    return inst.operands[0] if inst.op is Op.LOAD else inst.operands[1]
+
+
+def _arrays_accessed(loop: Loop) -> list[Value]:
+    arrays: dict[Value, None] = {}
+    for block in loop.blocks:
+        for inst in block.instructions:
+            if inst.op in ACCESSES:
+                arrays[_array_operand(inst)] = None
+    return list(arrays)
+
+
+def _indices(inst: Instruction) -> tuple[Value, ...]:
+    return inst.operands[1:] if inst.op is Op.LOAD else inst.operands[2:]
+
+
+def _injective_values(loop: Loop, inductions: list[InductionVariable]) -> set[Value]:
+    """Values of the loop that differ between any two work items: induction variables with a nonzero
+    constant step, and sums, differences and nonzero constant multiples of those with invariants."""
+    values: set[Value] = {iv.phi for iv in inductions if iv.constant_step not in (None, 0)}
+    changed = True
+    while changed:
+        changed = False
+        for block in loop.blocks:
+            for inst in block.instructions:
+                if inst in values or inst.op not in (Op.IADD, Op.ISUB, Op.IMUL):
+                    continue
+                a, b = inst.operands
+                if inst.op is Op.IMUL:
+                    ok = (a in values and isinstance(b, Constant) and b.value != 0) or \
+                         (b in values and isinstance(a, Constant) and a.value != 0)
+                else:
+                    ok = (a in values and is_loop_invariant(b, loop)) or \
+                         (inst.op is Op.IADD and b in values and is_loop_invariant(a, loop))
+                if ok:
+                    values.add(inst)
+                    changed = True
+    return values
+
+
+def _owner_position(array: Value, loop: Loop, injective: set[Value] | None) -> int | None:
+    """The index position at which every access to `array` in the loop uses one value injective in gid."""
+    if injective is None:
+        injective = _injective_values(loop, [iv for phi in loop.header.phis
+                                             if (iv := induction_variable(loop, phi)) is not None])
+    uses = [u for u in array.users if u.block is not None and u.block in loop and u.op is not Op.DIM]
+    if not uses or any(u.op not in ACCESSES or _array_operand(u) is not array for u in uses):
+        return None
+    rank = array.type.rank  # type: ignore[attr-defined]
+    for position in range(rank):
+        first = _indices(uses[0])[position]
+        if first in injective and all(_indices(u)[position] is first for u in uses):
+            return position
+    return None
+
+
+def _accumulation_modes(loop: Loop, injective: set[Value], scratch: dict[Instruction, str]) -> dict[Instruction, str]:
+    for block in loop.blocks:
+        for inst in list(block.instructions):
+            if inst.op is Op.STORE:
+                _fold_accumulation(inst)
+    modes: dict[Instruction, str] = {}
+    for block in loop.blocks:
+        for inst in block.instructions:
+            if inst.op is not Op.ATOMIC_ADD:
+                continue
+            array = inst.operands[1]
+            if array in scratch or (_is_alloc(array) and array.block in loop):
+                modes[inst] = "owned"
+                continue
+            others = [u for u in array.users if u.block is not None and u.block in loop
+                      and u.op in (Op.LOAD, Op.STORE)]
+            if not others and all(is_loop_invariant(i, loop) for i in inst.operands[2:]):
+                modes[inst] = "group"
+            elif _owner_position(array, loop, injective) is not None:
+                modes[inst] = "owned"
+            else:
+                modes[inst] = "atomic"
+    return modes
+
+
+def _fold_accumulation(store: Instruction) -> None:
+    """`store (load x[I]) + v, x[I]` in one block, nothing touching x between: `atomic_add v, x[I]`."""
+    value, array, *indices = store.operands
+    if not isinstance(value, Instruction) or value.block is not store.block or value.op not in (Op.FADD, Op.IADD):
+        return
+    if len(value.users) != 1:
+        return
+    for load, addend in ((value.operands[0], value.operands[1]), (value.operands[1], value.operands[0])):
+        if isinstance(load, Instruction) and load.op is Op.LOAD and load.block is store.block \
+                and load.operands[0] is array and _same_indices(load.operands[1:], indices) \
+                and len(load.users) == 1 and addend is not load and _untouched_between(load, store, array):
+            Builder().before(store).atomic_add(addend, array, *indices)
+            store.erase()
+            value.erase()
+            load.erase()
+            return
+
+
+def _same_indices(a: tuple[Value, ...], b: list[Value]) -> bool:
+    return len(a) == len(b) and all(x is y or (isinstance(x, Constant) and isinstance(y, Constant)
+                                               and x.type == y.type and x.value == y.value) for x, y in zip(a, b))
+
+
+def _untouched_between(load: Instruction, store: Instruction, array: Value) -> bool:
+    instructions = load.block.instructions  # type: ignore[union-attr]
+    between = instructions[instructions.index(load) + 1:instructions.index(store)]
+    return not any(inst.op is Op.CALL or (inst.op in ACCESSES and _array_operand(inst) is array)
+                   for inst in between)
+
+
+def live_ins(plan: ParallelLoop) -> list[Value]:
+    """Values the loop uses that are defined before it (neither constants nor arguments), in first-use order."""
+    found: dict[Value, None] = {}
+    for block in plan.loop.blocks:
+        for inst in block.instructions:
+            for operand in inst.operands:
+                if not isinstance(operand, (Constant, Argument)) and is_loop_invariant(operand, plan.loop):
+                    found[operand] = None
+    for iv in plan.inductions:
+        if not isinstance(iv.step, (Constant, Argument)):
+            found[iv.step] = None
+    return list(found)
+
+
+def is_array(value: Value) -> bool:
+    return isinstance(value.type, ArrayType)
