@@ -26,8 +26,10 @@ failing check anywhere writes the error record (the first work item claims it) a
 raises the site's exception. Called functions are plain C functions; local arrays in them and in parallel
 loops are private arrays of constant extents.
 
-The control buffer, in `long` words: the header (`KIND`, `RESUME`, `ARG0..ARG2`, `RETURN`), the error
-record at `ERROR`, one word per reduction from `REDUCTIONS`, then one word per saved value (`Layout`).
+The control buffer, in `long` words: the header (`KIND`, `RESUME`, `ARG0..ARG2`, `RETURN`, and `TICKETS`,
+the groups of a parallel loop that are done), the error record at `ERROR`, one word per reduction from
+`REDUCTIONS`, then one word per saved value (`Layout`). A parallel loop's kernel also gets `part`, a
+buffer of one word per accumulator and work group for the partial sums.
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ from isozyme.ssa.ir import Argument, Block, Constant, Function, Instruction, Mod
 from isozyme.ssa.ops import Op
 from isozyme.ssa.types import ArrayType, ScalarType, Type
 
-KIND, RESUME, ARG0, ARG1, ARG2, RETURN = range(6)
+KIND, RESUME, ARG0, ARG1, ARG2, RETURN, TICKETS = range(7)
 ERROR = 8
 REDUCTIONS = 24
 assert ERROR + 1 + PAYLOAD_WORDS <= REDUCTIONS
@@ -76,8 +78,8 @@ class AllocSite:
 class LoopKernel:
     name: str
     location: str
-    group_size: int | None
-    """The work-group size the kernel requires (it reduces per group), or None."""
+    accumulators: int
+    """How many sums its work groups reduce (the work-group size is then `GROUP_SIZE`)."""
 
 
 @dataclass
@@ -403,6 +405,8 @@ class BodyRenderer(FunctionRenderer):
         self.loop = loop
         self.serial = serial
         self.naive = reduction == "atomic"
+        self.inputs: list[tuple[str, str]] = []
+        """What the kernel reads once and passes to every iteration: C type and expression."""
         self.accumulators: list[tuple[ScalarType, Instruction | Phi]] = []
         """What each work item sums privately: the reductions' phis, then the group-mode atomic adds."""
         if not self.naive:
@@ -432,27 +436,28 @@ class BodyRenderer(FunctionRenderer):
         self.declare_all()
         layout = self.serial.layout
         prologue = [f"  __global long* err = ctl + {ERROR};"]
-        for value in live_ins(self.loop):
+        for value in live_ins(self.loop):  # passed in by the kernel, which reads them once
             if isinstance(value, Instruction) and value.op is Op.ALLOC:
-                name = self.names[value]
-                prologue += [f"  {name}_d{k} = {layout.word(value, k)};"
-                             for k in range(value.type.rank)]  # type: ignore[attr-defined]
+                name, rank = self.names[value], value.type.rank  # type: ignore[attr-defined]
+                base = self.input(self.lang.pointer(value.type), f"s{self.serial.site_of[value]}")  # type: ignore
+                for k in range(rank):
+                    prologue.append(f"  {name}_d{k} = {self.input('long', layout.word(value, k))};")
                 own = f" + gid * ({scratch_count(self, value, 'private')})" if value in self.loop.scratch else ""
-                prologue.append(f"  {name} = s{self.serial.site_of[value]}{own};")
+                prologue.append(f"  {name} = {base}{own};")
             elif isinstance(value.type, ArrayType):
                 raise CodegenError("an array value that is not a local array reaches a parallel loop")
             else:
-                prologue.append(f"  {self.names[value]} = {layout.load(value)};")
+                given = self.input(self.lang.scalar(value.type), layout.load(value))
+                prologue.append(f"  {self.names[value]} = {given};")
         for iv in self.loop.inductions:
-            phi = self.names[iv.phi]
-            step = self.name(iv.step)
-            prologue.append(f"  {phi} = (long)((ulong){layout.load(iv.phi)} + (ulong)gid * (ulong){step});")
+            start, step = self.input("long", layout.load(iv.phi)), self.name(iv.step)
+            prologue.append(f"  {self.names[iv.phi]} = (long)((ulong){start} + (ulong)gid * (ulong){step});")
         for reduction in self.loop.reductions:
             prologue.append(f"  {self.names[reduction.phi]} = {identity(self.lang, reduction.phi.type)};")  # type: ignore
         handled = {iv.phi for iv in self.loop.inductions} | {r.phi for r in self.loop.reductions}
         for phi in self.loop.header.phis:  # a constant in every iteration (parallel_loops.py)
             if phi not in handled:
-                prologue.append(f"  {self.names[phi]} = {layout.load(phi)};")
+                prologue.append(f"  {self.names[phi]} = {self.input(self.lang.scalar(phi.type), layout.load(phi))};")
         prologue.append(f"  goto {self.labels[self.loop.header]};")
         blocks = [block for block in self.blocks if block in self.loop.loop]
         self.render_blocks(blocks)
@@ -464,37 +469,64 @@ class BodyRenderer(FunctionRenderer):
                 pointer = f"(volatile __global {self.lang.storage(ty)}*)(ctl + {REDUCTIONS + reduction.slot})"
                 finish.append("  " + atomic_add(self.lang, ty, pointer, phi))
             else:
-                finish.append(f"  *{self.accumulator(reduction.phi)} = {phi};")
+                acc = self.accumulator(reduction.phi)
+                finish.append(f"  *{acc} = {wrapping_add(self.lang, ty, f'*{acc}', phi)};")
         self.lines += ["L_next:;", *finish, "  return;", "L_exit:;", "  return;"]
         params = ["long gid", *function_params(self.lang, self.function), *self.serial.site_params(),
-                  "__global long* ctl",
+                  "__global long* ctl", *(f"{ty} in{j}" for j, (ty, _) in enumerate(self.inputs)),
                   *(f"{self.lang.scalar(ty)}* acc{j}" for j, (ty, _) in enumerate(self.accumulators))]
         return [f"void iz_body{self.loop.number}({', '.join(params)}) {{", *self.decls, *prologue, *self.lines, "}"]
 
+    def input(self, ty: str, expression: str) -> str:
+        """A value the kernel computes once (`expression`, in the kernel) and passes to every iteration."""
+        self.inputs.append((ty, expression))
+        return f"in{len(self.inputs) - 1}"
+
     def kernel(self) -> list[str]:
-        """`iz_par<k>`: a work item per iteration, then a work-group reduction of each accumulator."""
+        """`iz_par<k>`: each work item runs iterations gid, gid + size, ... (as many groups as the device
+        keeps busy); then each accumulator is reduced per group, each group writes its partial sum and takes
+        a ticket (one atomic per group), and the last group adds the partial sums up, in group order."""
         lang, k = self.lang, self.loop.number
-        params = [*kernel_params(lang, self.function), *self.serial.site_params(), "__global long* ctl", "long trip"]
+        params = [*kernel_params(lang, self.function), *self.serial.site_params(), "__global long* ctl",
+                  "__global long* part", "long trip"]
         attribute = f"__attribute__((reqd_work_group_size({GROUP_SIZE}, 1, 1))) " if self.accumulators else ""
         lines = [f"__kernel {attribute}void iz_par{k}({', '.join(params)}) {{",
-                 *argument_declarations(lang, self.function), "  long gid = (long)get_global_id(0);"]
+                 *argument_declarations(lang, self.function),
+                 *(f"  {ty} in{j} = {expression};" for j, (ty, expression) in enumerate(self.inputs)),
+                 "  long size = (long)get_global_size(0);"]
         lines += [f"  {lang.scalar(ty)} acc{j} = {identity(lang, ty)};" for j, (ty, _) in enumerate(self.accumulators)]
-        args = ["gid", *argument_values(self.function), *(f"s{s}" for s in self.serial.site_of.values()), "ctl",
-                *(f"&acc{j}" for j in range(len(self.accumulators)))]
-        lines.append(f"  if (gid < trip) iz_body{k}({', '.join(args)});")
-        if self.accumulators:
-            lines.append("  int lid = (int)get_local_id(0);")
-            for ty in dict.fromkeys(str(ty) for ty, _ in self.accumulators):
-                lines.append(f"  __local {lang.storage_types[ty]} red_{ty}[{GROUP_SIZE}];")
+        args = ["g", *argument_values(self.function), *(f"s{s}" for s in self.serial.site_of.values()), "ctl",
+                *(f"in{j}" for j in range(len(self.inputs))), *(f"&acc{j}" for j in range(len(self.accumulators)))]
+        lines.append(f"  for (long g = (long)get_global_id(0); g < trip; g += size) iz_body{k}({', '.join(args)});")
+        if not self.accumulators:
+            return [*lines, "}"]
+        lines += ["  int lid = (int)get_local_id(0);", "  long group = (long)get_group_id(0);",
+                  "  long groups = (long)get_num_groups(0);", "  __local int last;"]
+        for ty in dict.fromkeys(str(ty) for ty, _ in self.accumulators):
+            lines.append(f"  __local {lang.storage_types[ty]} red_{ty}[{GROUP_SIZE}];")
+        for j, (ty, _) in enumerate(self.accumulators):
+            lines += [*self._group_sum(ty, f"acc{j}"),
+                      f"  if (lid == 0) {store_word(ty, f'part[{j} * groups + group]', f'red_{ty}[0]')}"]
+        lines += ["  if (lid == 0) {", "    mem_fence(CLK_GLOBAL_MEM_FENCE);",
+                  f"    last = atom_inc((volatile __global long*)(ctl + {TICKETS})) == groups - 1;", "  }",
+                  "  barrier(CLK_LOCAL_MEM_FENCE);", "  if (!last) return;",
+                  "  volatile __global long* done = part;"]
         for j, (ty, value) in enumerate(self.accumulators):
-            red = f"red_{ty}"
-            lines += [f"  {red}[lid] = acc{j};", "  barrier(CLK_LOCAL_MEM_FENCE);",
-                      f"  for (int s = {GROUP_SIZE // 2}; s > 0; s >>= 1) {{",
-                      f"    if (lid < s) {red}[lid] = {wrapping_add(lang, ty, f'{red}[lid]', f'{red}[lid + s]')};",
-                      "    barrier(CLK_LOCAL_MEM_FENCE);", "  }"]
-            lines += ["  if (lid == 0) {", *self._group_target(ty, value, f"{red}[0]"), "  }",
-                      "  barrier(CLK_LOCAL_MEM_FENCE);"]
-        return [*lines, "}"]
+            total = f"total{j}"
+            lines += [f"  {lang.scalar(ty)} {total} = {identity(lang, ty)};",
+                      f"  for (long g = lid; g < groups; g += {GROUP_SIZE}) "
+                      f"{total} = {wrapping_add(lang, ty, total, load_word(ty, f'done[{j} * groups + g]'))};",
+                      *self._group_sum(ty, total),
+                      "  if (lid == 0) {", *self._group_target(ty, value, f"red_{ty}[0]"), "  }"]
+        return [*lines, f"  if (lid == 0) ctl[{TICKETS}] = 0;", "}"]
+
+    def _group_sum(self, ty: ScalarType, value: str) -> list[str]:
+        """The sum of `value` over the work group, left in `red_<ty>[0]` (a tree in local memory)."""
+        red = f"red_{ty}"
+        return ["  barrier(CLK_LOCAL_MEM_FENCE);", f"  {red}[lid] = {value};", "  barrier(CLK_LOCAL_MEM_FENCE);",
+                f"  for (int s = {GROUP_SIZE // 2}; s > 0; s >>= 1) {{",
+                f"    if (lid < s) {red}[lid] = {wrapping_add(self.lang, ty, f'{red}[lid]', f'{red}[lid + s]')};",
+                "    barrier(CLK_LOCAL_MEM_FENCE);", "  }"]
 
     def _group_target(self, ty: ScalarType, value: Value, total: str) -> list[str]:
         """Add a group's total to its target: a reduction's control word, or the array element."""
@@ -590,7 +622,6 @@ def emit_opencl(module: Module, entry: Function, options: CodegenOptions, reduct
     for body in bodies:
         lines += ["", *body.render(), "", *body.kernel()]
     lines += ["", *serial_lines]
-    kernels = [LoopKernel(f"iz_par{b.loop.number}", b.loop.location, GROUP_SIZE if b.accumulators else None)
-               for b in bodies]
+    kernels = [LoopKernel(f"iz_par{b.loop.number}", b.loop.location, len(b.accumulators)) for b in bodies]
     return OpenCLProgram("\n".join(lines) + "\n", "iz_serial", kernels, serial.allocs, serial.layout.next,
                          lang.sites, serial_reasons)

@@ -19,9 +19,10 @@ runtime warns once). It runs in parallel when:
     its own copy: a private C array for small constant extents (`PRIVATE_LIMIT` elements at most), else a
     slice of a *scratch* buffer holding one copy per work item;
   - a call in it writes no array (a callee's writes are not checked for races);
-  - a local array allocated outside it and written in it is an AD tape (flag `tape`: distinct iterations
-    write distinct elements by construction), the shadow of a local array of the loop (flag `private`: it
-    is zero at the start and end of every run, so each work item gets its own zeroed scratch copy), or every
+  - a local array allocated outside it and stored to in it (or both read and added to) is an AD tape (flag
+    `tape`: distinct iterations write distinct elements by construction), the shadow of a local array of
+    the loop (flag `private`: it is zero at the start and end of every run, so each work item gets its own
+    zeroed scratch copy), or every
     access to it in the loop uses one index value that is injective in `gid` at one position (the array is
     split between work items).
 
@@ -146,6 +147,10 @@ def _plan(loop: Loop, number: int, first_slot: int) -> ParallelLoop:
             continue  # the same constant in every iteration: each work item starts with it too
         else:
             raise NotParallel(f"%{phi.name or 'value'} is carried from one iteration to the next")
+    for block in loop.blocks:
+        for inst in list(block.instructions):
+            if inst.op is Op.STORE:
+                _fold_accumulation(inst)
     scratch = _check_body(loop)
     injective = _injective_values(loop, inductions)
     modes = _accumulation_modes(loop, injective, scratch)
@@ -231,7 +236,9 @@ def _check_body(loop: Loop) -> dict[Instruction, str]:
             scratch[array] = "private"  # type: ignore[index]
             continue
         uses = [u for u in array.users if u.block is not None and u.block in loop]
-        if any(u.op in (Op.STORE, Op.ATOMIC_ADD) for u in uses) and _owner_position(array, loop, None) is None:
+        ops = {u.op for u in uses}
+        racy = Op.STORE in ops or (Op.ATOMIC_ADD in ops and Op.LOAD in ops)  # atomic adds alone commute
+        if racy and _owner_position(array, loop, None) is None:
             raise NotParallel(f"every iteration writes the local array %{array.name or 'array'}")
         if any(u.op is Op.CALL for u in uses):
             raise NotParallel(f"it passes the local array %{array.name or 'array'} to a call")
@@ -323,10 +330,6 @@ def _owner_position(array: Value, loop: Loop, injective: set[Value] | None) -> i
 
 
 def _accumulation_modes(loop: Loop, injective: set[Value], scratch: dict[Instruction, str]) -> dict[Instruction, str]:
-    for block in loop.blocks:
-        for inst in list(block.instructions):
-            if inst.op is Op.STORE:
-                _fold_accumulation(inst)
     modes: dict[Instruction, str] = {}
     for block in loop.blocks:
         for inst in block.instructions:

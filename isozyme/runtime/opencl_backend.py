@@ -58,6 +58,9 @@ class Device:
     context: Any
     queue: Any
     name: str
+    units: int
+    """Compute units (streaming multiprocessors, CPU cores)."""
+    is_gpu: bool
 
 
 def _pyopencl() -> Any:
@@ -87,7 +90,8 @@ def device(selector: str | None = None) -> Device:
                                 else "no OpenCL device")
     platform, dev = chosen[0]
     context = cl.Context([dev])
-    return Device(context, cl.CommandQueue(context), f"{platform.name}: {dev.name}")
+    return Device(context, cl.CommandQueue(context), f"{platform.name}: {dev.name}", dev.max_compute_units,
+                  bool(dev.type & cl.device_type.GPU))
 
 
 _PROGRAMS: dict[tuple[str, str], Any] = {}
@@ -124,6 +128,10 @@ def reduction_mode() -> str:
     return mode
 
 
+GROUPS_PER_UNIT = 8
+"""Work groups per compute unit that a parallel loop's launch asks for."""
+
+
 class SerialLoopWarning(UserWarning):
     """A `prange` loop runs serially on OpenCL (the message says why)."""
 
@@ -154,6 +162,11 @@ class Runner:
         self.return_type = return_type
         self.sites: list[tuple[Any, int]] = []
         """Each alloc site's buffer and its capacity in elements (kept from call to call)."""
+        self.max_groups = GROUPS_PER_UNIT * where.units if where.is_gpu else 1 << 62
+        """Work groups per parallel loop on a GPU (its work items then run several iterations each); a CPU
+        device (PoCL vectorizes across work items) gets one work item per iteration."""
+        self.partials: tuple[Any, int] = (self._buffer("i64", 1), 1)
+        """The buffer of partial sums of the work groups, and its size in words."""
 
     def __call__(self, *values: object) -> object:
         from isozyme.runtime.device_array import DeviceArray  # it imports this module
@@ -203,10 +216,13 @@ class Runner:
             if kind == LAUNCH:
                 number, trip = int(header[ARG0]), int(header[ARG1])
                 if trip > 0:
-                    group = self.program.loops[number].group_size
-                    size = -(-trip // GROUP_SIZE) * GROUP_SIZE
-                    self.loops[number](queue, (size,), (group,) if group else None, *args,
-                                       *(buffer for buffer, _ in self.sites), control, np.int64(trip))
+                    groups = min(-(-trip // GROUP_SIZE), self.max_groups)
+                    words = groups * self.program.loops[number].accumulators
+                    if words > self.partials[1]:
+                        self.partials = (self._buffer("i64", words), words)
+                    self.loops[number](queue, (groups * GROUP_SIZE,), (GROUP_SIZE,) if words else None, *args,
+                                       *(buffer for buffer, _ in self.sites), control, self.partials[0],
+                                       np.int64(trip))
             elif kind == ALLOC:
                 self._alloc(int(header[ARG0]), int(header[ARG1]), fill=header[ARG2] == 0)
             elif kind == GROW:
