@@ -142,7 +142,7 @@ def kernel_params(lang: OpenCLRenderer, entry: Function) -> list[str]:
     params: list[str] = []
     for arg in entry.args:
         if isinstance(arg.type, ArrayType):
-            params.append(f"{lang.pointer(arg.type)} p{arg.index}")
+            params.append(f"{lang.pointer(arg.type)} restrict p{arg.index}")  # distinct: checked at the call
             params += [f"long p{arg.index}_d{k}" for k in range(arg.type.rank)]
         else:
             params.append(f"{'uchar' if arg.type.is_bool else lang.scalar(arg.type)} p{arg.index}")  # type: ignore
@@ -178,7 +178,7 @@ def function_params(lang: OpenCLRenderer, entry: Function) -> list[str]:
     params: list[str] = []
     for arg in entry.args:
         if isinstance(arg.type, ArrayType):
-            params.append(f"{lang.pointer(arg.type)} a{arg.index}")
+            params.append(f"{lang.pointer(arg.type)} restrict a{arg.index}")
             params += [f"long a{arg.index}_d{k}" for k in range(arg.type.rank)]
         else:
             params.append(f"{lang.scalar(arg.type)} a{arg.index}")
@@ -263,7 +263,7 @@ class SerialRenderer(FunctionRenderer):
         return [*head, *self.decls, *start, *self.lines, "}"]
 
     def site_params(self) -> list[str]:
-        return [f"{self.lang.pointer(alloc.type)} s{site}" for alloc, site in self.site_of.items()]  # type: ignore
+        return [f"{self.lang.pointer(alloc.type)} restrict s{site}" for alloc, site in self.site_of.items()]  # type: ignore
 
     def _plan_layout(self) -> None:
         for block in self.blocks:
@@ -449,9 +449,14 @@ class BodyRenderer(FunctionRenderer):
             else:
                 given = self.input(self.lang.scalar(value.type), layout.load(value))
                 prologue.append(f"  {self.names[value]} = {given};")
+        # iteration `gid` in a loop that counts up; in one that counts down (a reverse loop), iteration
+        # trip-1-gid, so that neighbouring work items still touch ascending addresses
+        ascending = all(iv.constant_step is None or iv.constant_step >= 0 for iv in self.loop.inductions)
+        iteration = "gid" if ascending else f"({self.input('long', layout.load(self.loop.trip))} - 1 - gid)" \
+            if not isinstance(self.loop.trip, Constant) else f"({self.name(self.loop.trip)} - 1 - gid)"
         for iv in self.loop.inductions:
             start, step = self.input("long", layout.load(iv.phi)), self.name(iv.step)
-            prologue.append(f"  {self.names[iv.phi]} = (long)((ulong){start} + (ulong)gid * (ulong){step});")
+            prologue.append(f"  {self.names[iv.phi]} = (long)((ulong){start} + (ulong){iteration} * (ulong){step});")
         for reduction in self.loop.reductions:
             prologue.append(f"  {self.names[reduction.phi]} = {identity(self.lang, reduction.phi.type)};")  # type: ignore
         handled = {iv.phi for iv in self.loop.inductions} | {r.phi for r in self.loop.reductions}
@@ -475,7 +480,8 @@ class BodyRenderer(FunctionRenderer):
         params = ["long gid", *function_params(self.lang, self.function), *self.serial.site_params(),
                   "__global long* ctl", *(f"{ty} in{j}" for j, (ty, _) in enumerate(self.inputs)),
                   *(f"{self.lang.scalar(ty)}* acc{j}" for j, (ty, _) in enumerate(self.accumulators))]
-        return [f"void iz_body{self.loop.number}({', '.join(params)}) {{", *self.decls, *prologue, *self.lines, "}"]
+        head = f"__attribute__((always_inline)) void iz_body{self.loop.number}({', '.join(params)}) {{"
+        return [head, *self.decls, *prologue, *self.lines, "}"]
 
     def input(self, ty: str, expression: str) -> str:
         """A value the kernel computes once (`expression`, in the kernel) and passes to every iteration."""

@@ -151,6 +151,8 @@ def _plan(loop: Loop, number: int, first_slot: int) -> ParallelLoop:
         for inst in list(block.instructions):
             if inst.op is Op.STORE:
                 _fold_accumulation(inst)
+    for block in loop.blocks:
+        _sink_stores(block)
     scratch = _check_body(loop)
     injective = _injective_values(loop, inductions)
     modes = _accumulation_modes(loop, injective, scratch)
@@ -366,6 +368,22 @@ def _fold_accumulation(store: Instruction) -> None:
             value.erase()
             load.erase()
             return
+
+
+def _sink_stores(block: Block) -> None:
+    """Move each store to the end of its block when nothing after it touches its array. Array arguments and
+    local arrays of a kernel are distinct memory. (A derivative reads an adjoint and zeroes it at once,
+    `load d_y[i]; store 0.0, d_y[i]`; a GPU stalls on a store that follows a load of the same element that is
+    still in flight, and the loads after it then wait: 4 times slower on an H200.)"""
+    instructions = block.instructions
+    terminator = block.terminator
+    for store in [inst for inst in instructions if inst.op is Op.STORE][::-1]:
+        array = store.operands[1]
+        after = instructions[instructions.index(store) + 1:-1]
+        if terminator is None or any(inst.op in (Op.CALL, Op.GROW)
+                                     or (inst.op in ACCESSES and _array_operand(inst) is array) for inst in after):
+            continue
+        store.move_before(terminator)
 
 
 def _same_indices(a: tuple[Value, ...], b: list[Value]) -> bool:

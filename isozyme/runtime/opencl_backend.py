@@ -101,7 +101,10 @@ def build(source: str, where: Device) -> Any:
     """The program built from `source` for `where`, cached per source and device."""
     key = (source, where.name)
     if key not in _PROGRAMS:
-        _PROGRAMS[key] = _pyopencl().Program(where.context, source).build(options=BUILD_OPTIONS)
+        cl = _pyopencl()
+        with warnings.catch_warnings():  # drivers' notes on generated code (PYOPENCL_COMPILER_OUTPUT=1 shows them)
+            warnings.simplefilter("ignore", cl.CompilerWarning)
+            _PROGRAMS[key] = cl.Program(where.context, source).build(options=BUILD_OPTIONS)
     return _PROGRAMS[key]
 
 
