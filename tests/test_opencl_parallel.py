@@ -15,7 +15,7 @@ Skipped, with the reason, where pyopencl or an OpenCL device is missing (PoCL gi
   (1e-9 relative to the largest component: atomics and work-group reductions reorder sums); a shared
   parameter as an Active scalar and as `p[0]` with 100_000 work items, against llvm and the closed form,
   also with `ISOZYME_OPENCL_REDUCTION=atomic`; a stencil (atomic adds into d_x); a per-item scratch array;
-  forward mode. Reverse loops of parallel `prange` loops run in parallel too (two xfail: missed parallelism).
+  forward mode. Reverse loops of parallel `prange` loops run in parallel too (one xfail: missed parallelism).
 - **Device arrays** through `prange` kernels and `iz.autodiff`, against numpy.
 - **Serial fallback**: `break` and loop-carried values give the interpreter's result and a
   `SerialLoopWarning` naming the reason.
@@ -491,7 +491,7 @@ def test_gradient_with_a_scratch_array_per_work_item(monkeypatch: pytest.MonkeyP
     np.testing.assert_allclose(results["opencl"], seed * closed, rtol=1e-12, atol=1e-13)
     assert_close_to(results["opencl"], results["llvm"], "d_x")
     (source,) = sources.built
-    assert re.search(r"void iz_par\d+\(.*__global double\* restrict s\d+", source)  # v's copies live in a scratch buffer
+    assert re.search(r"void iz_par\d+\(.*__global double\* restrict s\d+", source)
 
 
 def test_forward_mode_on_a_prange_kernel() -> None:
@@ -535,9 +535,6 @@ SERIAL_REVERSE_LOOPS = {
     "two_reductions_in_branches": "the reverse pass splits the adjoint of a reduction updated on a branch into two "
                                   "header phis that swap values between the branches (only their sum is invariant): "
                                   "'%d.negative is carried from one iteration to the next'",
-    "time_stepping": "the adjoints of per-iteration temporaries (-0.0 at every iteration start, reset in the body) "
-                     "enter the reverse prange loop with a value carried around the serial time loop, not a "
-                     "constant, so _keeps_its_start rejects them: '%d.v is carried from one iteration to the next'",
 }
 """The hand-written kernels whose reverse `prange` loops run serially (missed parallelism, results right)."""
 

@@ -14,7 +14,8 @@ runtime warns once). It runs in parallel when:
   - every header phi is an induction variable (`start + gid * step` in work item `gid`) or a *reduction*:
     a value that the body only adds to (`fadd`/`fsub`, `iadd`/`isub` chains, through phis of branches),
     read nowhere else in the loop. Each work item starts it at 0 and hands its sum to a work-group
-    reduction; the result is added to the value the loop started with (the order of the additions changes);
+    reduction; the result is added to the value the loop started with (the order of the additions changes).
+    A header phi that always holds one constant (`constant_phis`) is that constant in every work item;
   - the extents of the local arrays it allocates are loop-invariant, and it grows none. Each work item gets
     its own copy: a private C array for small constant extents (`PRIVATE_LIMIT` elements at most), else a
     slice of a *scratch* buffer holding one copy per work item;
@@ -112,6 +113,7 @@ def plan_parallel_loops(function: Function, first_slot: int = 0) -> tuple[list[P
     """The loops of `function` that run in parallel (rewritten as the module docstring says, trip counts
     emitted) and, for each candidate that runs serially, why. Run after `out_of_ssa`."""
     nest = LoopNest(function)
+    constants = constant_phis(function)
     plans: list[ParallelLoop] = []
     serial: list[str] = []
     pending = list(nest.top_level)
@@ -121,7 +123,7 @@ def plan_parallel_loops(function: Function, first_slot: int = 0) -> tuple[list[P
             pending[:0] = loop.children
             continue
         try:
-            plan = _plan(loop, len(plans), first_slot + sum(len(p.reductions) for p in plans))
+            plan = _plan(loop, len(plans), first_slot + sum(len(p.reductions) for p in plans), constants)
         except NotParallel as reason:
             phi = next(p for p in loop.header.phis if "parallel" in p.flags)
             serial.append(f"the prange loop at {phi.loc or loop.header.name} runs serially: {reason}")
@@ -131,7 +133,7 @@ def plan_parallel_loops(function: Function, first_slot: int = 0) -> tuple[list[P
     return plans, serial
 
 
-def _plan(loop: Loop, number: int, first_slot: int) -> ParallelLoop:
+def _plan(loop: Loop, number: int, first_slot: int, constants: dict[Phi, Constant]) -> ParallelLoop:
     trip = analyze_trip_count(loop)
     if not isinstance(trip, TripCount):
         raise NotParallel(str(trip))
@@ -143,7 +145,7 @@ def _plan(loop: Loop, number: int, first_slot: int) -> ParallelLoop:
             inductions.append(iv)
         elif _is_reduction(phi, loop):
             reductions.append(Reduction(phi, first_slot + len(reductions)))
-        elif _keeps_its_start(phi, loop):
+        elif phi in constants:
             continue  # the same constant in every iteration: each work item starts with it too
         else:
             raise NotParallel(f"%{phi.name or 'value'} is carried from one iteration to the next")
@@ -191,26 +193,60 @@ def _is_reduction(phi: Phi, loop: Loop) -> bool:
     return len(kinds) <= 1 and all(phi.incoming_value(latch) in chain for latch in loop.latches)
 
 
-def _keeps_its_start(phi: Phi, loop: Loop) -> bool:
-    """Is the phi a constant c in every iteration: entered with c, and each back edge brings, through phis
-    only, c or the phi itself? (Adjoints left over from inner reverse loops, which are always -0.0 but too
-    roundabout for the optimizer.)"""
-    start = phi.incoming_value(loop.entering_blocks[0])
-    if not isinstance(start, Constant):
-        return False
-    seen: set[Value] = {phi}
-    work = [phi.incoming_value(latch) for latch in loop.latches]
+def constant_phis(function: Function) -> dict[Phi, Constant]:
+    """The phis that hold one constant whenever they run: every operand is that constant (bit for bit: -0.0
+    is not 0.0) or such a phi. Found optimistically, as SCCP does on phis: each phi starts unknown, meets its
+    operands' values (a constant, a phi's current value, anything else: not constant) until nothing changes.
+    (Adjoints of a loop's temporaries that are -0.0 at the start of every iteration, carried round loops
+    and through branches in ways the optimizer does not see through.)"""
+    unknown, varying = object(), object()
+    phis = [phi for block in function.blocks for phi in block.phis]
+    state: dict[Phi, object] = {phi: unknown for phi in phis}
+
+    def value_of(operand: Value) -> object:
+        if isinstance(operand, Constant):
+            return (str(operand.type), repr(operand.value))
+        return state.get(operand, varying)  # type: ignore[call-overload]
+
+    changed = True
+    while changed:
+        changed = False
+        for phi in phis:
+            if state[phi] is varying:
+                continue
+            met = unknown
+            for operand in phi.operands:
+                value = value_of(operand)
+                if value is unknown:
+                    continue
+                met = value if met is unknown or met == value else varying
+                if met is varying:
+                    break
+            if met is not unknown and met != state[phi]:
+                state[phi] = met
+                changed = True
+    constants: dict[Phi, Constant] = {}
+    for phi in phis:
+        if state[phi] not in (unknown, varying):
+            constants[phi] = next(v for v in _phi_sources(phi) if isinstance(v, Constant))
+    return constants
+
+
+def _phi_sources(phi: Phi) -> list[Value]:
+    """The non-phi values reaching `phi` through phis."""
+    seen: set[Value] = set()
+    work: list[Value] = [phi]
+    sources: list[Value] = []
     while work:
         value = work.pop()
         if value in seen:
             continue
         seen.add(value)
-        if isinstance(value, Phi) and value.block is not None and value.block in loop:
+        if isinstance(value, Phi):
             work.extend(value.operands)
-        elif not (isinstance(value, Constant) and value.type == start.type and value.value == start.value
-                  and str(value.value) == str(start.value)):  # -0.0 is not 0.0
-            return False
-    return True
+        else:
+            sources.append(value)
+    return sources
 
 
 def _check_body(loop: Loop) -> dict[Instruction, str]:
