@@ -5,7 +5,9 @@ Each step copies `u` into a scratch array (a local `iz.empty`, freed when the ke
     u[i] = prev[i] + r * (prev[i-1] - 2 prev[i] + prev[i+1]),   1 <= i <= n-2,   r = dt / dx**2,
 leaving the boundary values u[0] and u[n-1] fixed (Dirichlet). The scheme is stable for r <= 1/2. The kernel
 returns the final energy E = dx/2 * sum u[i]^2 (a discrete 1/2 * integral of u^2, dx = 1/(n-1)). Every step
-overwrites `u` and reads the previous step: reverse-mode AD must keep the overwritten values.
+overwrites `u` and reads the previous step: reverse-mode AD must keep the overwritten values. The loops over
+space are `iz.prange` loops: on the `opencl` backend each step launches two NDRange kernels (and so does the
+reverse of each step); elsewhere they run in order.
 
 Run it: `python examples/heat.py`.
 """
@@ -22,9 +24,9 @@ def heat(u: Array[f64], r: f64, steps: i64) -> f64:
     assert n >= 2
     prev = iz.empty(n, f64)
     for _ in range(steps):
-        for i in range(n):
+        for i in iz.prange(n):
             prev[i] = u[i]
-        for i in range(1, n - 1):
+        for i in iz.prange(1, n - 1):
             u[i] = prev[i] + r * (prev[i - 1] - 2.0 * prev[i] + prev[i + 1])
     dx = 1.0 / (n - 1)
     energy = 0.0

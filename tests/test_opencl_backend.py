@@ -60,7 +60,11 @@ def test_construct_matches_interpreter(construct: Construct) -> None:
 def _example_cases() -> list[tuple[str, str, Any]]:
     rng = np.random.default_rng(0)
     x, y = rng.normal(size=7), rng.normal(size=7)
-    m = 4
+    m, d = 4, 3
+    gmm_module = load_example("gmm")
+    gmm = gmm_module.gmm_data(d, 4, 6, seed=1)
+    qdiag = np.exp(gmm.icf[:, :d])
+    log_gamma = gmm_module.log_gamma_distrib(0.5 * (d + gmm.m + 1), d)
     y0 = np.concatenate((0.5 * np.sin(np.pi * np.arange(1, m + 1) / (m + 1)), np.zeros(m)))
     return [
         ("dot", "dot", (x, y)),
@@ -75,6 +79,11 @@ def _example_cases() -> list[tuple[str, str, Any]]:
         ("gmm", "logsumexp", (x,)),
         ("heat", "heat", (np.sin(np.linspace(0.0, 3.0, 9)), 0.25, 5)),
         ("euler", "euler", (y0.copy(), 0.02, 7, 1.0, 0.1)),
+        ("euler", "spring_force", (0.3, 1.0)),
+        ("euler", "fput_rhs", (np.zeros(2 * m), y0.copy(), m, 1.0, 0.1)),
+        ("gmm", "qtimesx", (np.zeros(d), qdiag, gmm.icf, 2, x[:d].copy())),
+        ("gmm", "log_wishart_prior", (qdiag, gmm.icf[:, :d].sum(axis=1), gmm.icf, gmm.gamma, gmm.m, log_gamma)),
+        ("gmm", "gmm_objective", (gmm.alphas, gmm.means, gmm.icf, gmm.x, gmm.gamma, gmm.m, log_gamma)),
     ]
 
 

@@ -1,25 +1,24 @@
-"""SSA to C-style source: a renderer base class (`CRenderer`) and its OpenCL C subclass (`OpenCLRenderer`).
-
-    program = emit_opencl(module, module["norm"], CodegenOptions())
-    program.source          # OpenCL C with one `__kernel void iz_entry(...)`
-    program.sites           # the error sites, numbered from 1 (error_sites.py)
+"""SSA to C-style source: a renderer base class (`CRenderer`), its OpenCL C subclass (`OpenCLRenderer`), and
+the renderer of one function (`FunctionRenderer`), which `opencl_program.py` extends for the kernels.
 
 Each function runs `out_of_ssa` first (phis become copies at the end of predecessors, `out_of_ssa.py`),
-which splits edges of the module in place (it stays valid SSA). Every SSA value becomes one C variable declared at
-the top of its function (gotos may then jump anywhere); every reachable block becomes a label; `br`,
-`cbr` and `ret` become `goto`, `if (...) goto ...; else goto ...;` and `return`. Instructions are
-rendered through `LOWERINGS`, a table keyed by op; a missing entry raises CodegenError naming the op.
+which splits edges of the module in place (it stays valid SSA). Every SSA value becomes one C variable
+declared (zeroed) at the top of its function (gotos may then jump anywhere); every reachable block becomes
+a label; `br`, `cbr` and `ret` become `goto`, `if (...) goto ...; else goto ...;` and `return`.
+Instructions are rendered through `LOWERINGS`, a table keyed by op (a renderer may override entries); a
+missing entry raises CodegenError naming the op.
 
-Representation (first slice: serial, one work item):
+Representation:
   - scalars: `bool int long float double` in variables; in memory a boolean is a `uchar` (numpy's byte).
   - an array value is a data pointer plus one `long` extent per dimension (`v3`, `v3_d0`, `v3_d1`); row-major.
-    Function parameters are `__global` pointers; a local array (`alloc` with constant extents) is a private
-    C array. Passing a private array to a call is not supported yet (CodegenError).
-  - the kernel `iz_entry` takes the entry function's parameters (arrays as `__global T*` plus `long`
-    extents, scalars by value, a boolean as `uchar`), then the error record `__global long* err`
-    (`1 + PAYLOAD_WORDS` words) and `__global T* ret`, where it stores the return value.
-  - a failing check writes the site's number and payload into the record and returns; a caller tests
-    `err[0]` after every call.
+    Function parameters are `__global` pointers; a local array of a called function or a parallel loop
+    (constant extents) is a private C array; the entry function's local arrays are global buffers
+    (`opencl_program.py`). Passing a private array to a call is not supported (CodegenError).
+  - every function takes the error record `__global long* err` (`1 + PAYLOAD_WORDS` words) last; a failing
+    check claims the record with a compare-and-swap (the first failing work item wins), writes the site's
+    number and payload, and returns; a caller tests `err[0]` after every call.
+  - atomic adds on global memory: `ATOMIC_HELPERS` (`cl_ext_float_atomics` when available, else a
+    compare-and-swap loop on the bits).
 
 Semantics are those of `ssa/semantics.py`, as in the LLVM backend (`codegen/llvm.py`): Python floor
 division and modulo (helpers in the prelude), wrapping integer arithmetic (done on unsigned types, since

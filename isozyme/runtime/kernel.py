@@ -4,8 +4,8 @@ pipeline, checks the arguments and runs.
 Compilation is lazy (DESIGN 1.3): the first call, `compile()` or `show_ir()` lowers the kernel and its
 callees to SSA (a CompileError is raised then, at the latest), runs the optimization pipeline (`O2` unless
 `compile(opt=...)` says otherwise) and hands the module to the backend. Backends: `"llvm"` (the default: LLVM
-machine code for the host CPU, cached in memory and on disk, `runtime/llvm_backend.py`), `"opencl"` (first
-slice: OpenCL C run as one work item, `runtime/opencl_backend.py`) and `"interp"`, the reference
+machine code for the host CPU, cached in memory and on disk, `runtime/llvm_backend.py`), `"opencl"` (OpenCL C:
+`prange` loops as NDRange kernels, `runtime/opencl_backend.py`) and `"interp"`, the reference
 interpreter (bounds-checked, slow, exact: the semantic oracle). `ISOZYME_BACKEND` overrides the default,
 a decorator's `backend=` overrides that; both are read at the kernel's first call, which binds the kernel
 to its compiled entry so that later calls cost one Python call more than the entry itself.
@@ -41,7 +41,7 @@ from isozyme.ssa.printer import print_module
 from isozyme.ssa.verifier import verify
 
 BACKENDS = ("llvm", "interp", "opencl")
-"""Backends that can run kernels ("opencl": its first slice, serial, `runtime/opencl_backend.py`)."""
+"""Backends that can run kernels (`runtime/llvm_backend.py`, the interpreter, `runtime/opencl_backend.py`)."""
 DEFAULT_BACKEND = "llvm"
 DEFAULT_PIPELINE = "O2"
 """The pipeline primal kernels compile with when none is given."""

@@ -1,14 +1,19 @@
-"""The OpenCL backend (first slice): a kernel runs as one work item on an OpenCL device through pyopencl.
+"""The OpenCL backend: the host's side of running a kernel's program (`codegen/opencl_program.py`).
 
-    entry = compile_opencl("norm", module, function, CodegenOptions())
-    entry(out, x, 1000)             # checked arguments: copies arrays in, runs, copies them back
+    entry = compile_opencl(module, function, CodegenOptions())
+    entry(out, x, 1000)             # checked arguments: numpy arrays copied in and out, device arrays not
 
 The device is the first whose platform or device name contains `ISOZYME_OPENCL_DEVICE` (case-insensitive),
 by default the first CPU device (PoCL), else the first device. Programs are built once per source and
-device (in memory). A call copies every array argument to a device buffer, runs `iz_entry` as a single
-work item, copies the arrays back, then checks the error record: a failure raises the exception the
-interpreter raises (`codegen/error_sites.py`). pyopencl is imported on first use only, and this path never
-imports llvmlite.
+device (in memory; pyopencl and the drivers keep the binaries on disk). Before emitting, every loop gets
+a preheader and one latch (`canonicalize_loop_structure`), which the parallel-loop analysis needs. A call
+(`Runner`) copies numpy arrays into buffers, then runs the serial kernel and serves its requests until it
+is done: LAUNCH a parallel loop's kernel (as many work groups as the trip count needs; on a GPU at most
+`GROUPS_PER_UNIT` per compute unit, each work item then taking several iterations), ALLOC or GROW a local
+array's buffer (kept from call to call, grown when a call needs more). It then copies the numpy arrays
+back and checks the error record: a failure raises the exception the interpreter raises
+(`codegen/error_sites.py`). A `prange` loop that runs serially gives a `SerialLoopWarning` saying why.
+pyopencl is imported on first use only, and this path never imports llvmlite.
 """
 
 from __future__ import annotations

@@ -43,9 +43,10 @@ def running_product(x: Array[f64]) -> f64:
 
 
 # A fresh local array in every iteration: one shadow in the entry block, zeroed again by the reverse of
-# each allocation (t[2] is read before it is written: its adjoint must not leak into the previous run).
+# each allocation (t[2] is read before it is written: its adjoint must not leak into the previous run). Its
+# flag `private` says so: zero at the start and end of each run (OpenCL gives each work item a copy).
 # SCRATCH-LABEL: func @diffe_fresh_scratch(
-# SCRATCH:         %d_t = alloc f64[%{{[a-z0-9_.]+}}] zeroed
+# SCRATCH:         %d_t = alloc f64[%{{[a-z0-9_.]+}}] private zeroed
 # SCRATCH:       {{^}}for.body.rev:
 # SCRATCH:       {{^}}for.body.rev.zero0.body:
 # SCRATCH-NEXT:    store 0.0, %d_t[%zero.i0]
