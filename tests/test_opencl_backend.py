@@ -275,3 +275,40 @@ def test_every_derivative_api_runs_on_opencl() -> None:
     _, tangent = iz.fwddiff(square, iz.Duplicated(x, np.array([1.0, 0.0])), backend="opencl")
     assert tangent == 12.0
     assert np.allclose(iz.hvp(square, backend="opencl")(x, np.array([0.0, 1.0])), [6.0, 0.0], rtol=1e-14)
+
+
+# --- functions that allocate: the device heap --------------------------------------------------------
+
+
+@iz.kernel(inline=False)
+def relax(u: Array[f64]):
+    n = len(u)
+    prev = iz.empty(n, f64)  # run-time extent, in a called function: the device heap
+    for i in range(n):
+        prev[i] = u[i]
+    for i in range(1, n - 1):
+        u[i] = 0.5 * prev[i] + 0.25 * (prev[i - 1] + prev[i + 1])
+
+
+@iz.kernel(inline=False)
+def relaxed_energy(u: Array[f64], steps: i64) -> f64:
+    for _ in range(steps):
+        relax(u)
+    s = 0.0
+    for i in range(len(u)):
+        s += u[i] * u[i]
+    return s
+
+
+def test_called_functions_allocate_on_the_device_heap_and_split_mode_gradients_run() -> None:
+    u = np.sin(np.linspace(0.0, 3.0, 40))
+    compare(relaxed_energy, (u, 6))
+    expected = iz.grad(relaxed_energy, backend="llvm")(u.copy(), 6)
+    np.testing.assert_allclose(iz.grad(relaxed_energy, backend="opencl")(u.copy(), 6), expected, rtol=1e-12)
+
+
+def test_a_full_device_heap_is_a_memory_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ISOZYME_OPENCL_HEAP_MB", "1")
+    kernel = iz.kernel(relaxed_energy.definition.py_func, inline=False)  # compiled afresh, with a 1 MB heap
+    with pytest.raises(MemoryError, match="cannot allocate a local array of shape \\(200000,\\)"):
+        kernel.compile(backend="opencl")(np.zeros(200_000), 1)

@@ -67,6 +67,8 @@ class CRenderer:
     def __init__(self, options: CodegenOptions) -> None:
         self.options = options
         self.sites: list[ErrorSite] = []
+        self.uses_heap = False
+        """Does a called function allocate on the device heap?"""
 
     def scalar(self, ty: Type) -> str:
         if not isinstance(ty, ScalarType):
@@ -183,6 +185,12 @@ the feature macro), a compare-and-swap loop on the bits otherwise; integers wrap
 # --- one function ---------------------------------------------------------------------------------
 
 
+def c_name(function: Function) -> str:
+    """The C name of a function: `f_` and its name, each character outside [A-Za-z0-9] written `_<hex>_`
+    (`augmented_g.0` is `f_augmented_5f_g_2e_0`: distinct names stay distinct)."""
+    return "f_" + "".join(c if c.isascii() and c.isalnum() else f"_{ord(c):x}_" for c in function.name)
+
+
 class FunctionRenderer:
     """Renders one function: declarations, then one label per reachable block."""
 
@@ -209,9 +217,9 @@ class FunctionRenderer:
                 params += [f"long a{arg.index}_d{k}" for k in range(arg.type.rank)]
             else:
                 params.append(f"{self.lang.scalar(arg.type)} a{arg.index}")
-        params.append(f"{self.lang.record_type()} err")
+        params += [f"{self.lang.record_type()} err", f"{self.lang.record_type()} heap"]
         ret = "void" if self.function.return_type.is_void else self.lang.scalar(self.function.return_type)
-        return f"{self.lang.function_qualifier} {ret} f_{self.function.name}({', '.join(params)})".strip()
+        return f"{self.lang.function_qualifier} {ret} {c_name(self.function)}({', '.join(params)})".strip()
 
     # values
 
@@ -291,7 +299,8 @@ class FunctionRenderer:
 
     def _pre_declare(self, inst: Instruction) -> None:
         if inst.op is Op.ALLOC:
-            self.spaces[inst] = self.alloc_space(inst)
+            constant = all(isinstance(v, Constant) for v in inst.operands)
+            self.spaces[inst] = self.alloc_space(inst) if constant else None  # None: on the device heap
         elif isinstance(inst.type, ArrayType):
             raise CodegenError(f"{inst.op}: an array-valued {inst.op} is not supported by the OpenCL backend yet")
         self.declare(inst)
@@ -510,11 +519,13 @@ def _uninitialized_fill(r: FunctionRenderer, element: ScalarType) -> str:
 
 
 def _lower_alloc(r: FunctionRenderer, inst: Instruction) -> None:
-    """A private C array sized by the constant extents, filled as the interpreter fills it."""
-    if not all(isinstance(v, Constant) for v in inst.operands):
-        raise CodegenError(f"{inst.op}: the OpenCL backend supports only local arrays of constant extents yet")
+    """A private C array sized by the constant extents, filled as the interpreter fills it; with run-time
+    extents, a block of the device heap (`_heap_alloc`)."""
     if "growable" in inst.flags:
-        raise CodegenError(f"{inst.op}: growable local arrays are not supported by the OpenCL backend yet")
+        raise CodegenError(f"{inst.op}: a growable local array in @{r.function.name}, a function the kernel calls, "
+                           "is not supported by the OpenCL backend")
+    if not all(isinstance(v, Constant) for v in inst.operands):
+        return _heap_alloc(r, inst)
     shape = [int(v.value) for v in inst.operands]  # type: ignore[attr-defined]
     name = r.names[inst]
     if any(extent < 0 for extent in shape):
@@ -531,6 +542,35 @@ def _lower_alloc(r: FunctionRenderer, inst: Instruction) -> None:
         r.emit(f"{name}_d{k} = {extent};")
 
 
+HEAP_TOP, HEAP_WORDS = -1, 9
+"""Where functions find the device heap's top and size: the control words just before and just after the
+error record (`err[-1]`, `err[9]`; `opencl_program.py` lays the control buffer out)."""
+
+
+def _heap_alloc(r: FunctionRenderer, inst: Instruction) -> None:
+    """A local array of run-time extents in a called function: the next block of the device heap `heap`
+    (8-byte words; the top is bumped atomically, nothing is freed before the kernel's run ends, as the LLVM
+    backend frees local arrays when the kernel returns), filled as the interpreter fills it. MemoryError
+    when the heap (`ISOZYME_OPENCL_HEAP_MB`) is full."""
+    r.lang.uses_heap = True
+    name = r.names[inst]
+    extents = [r.name(v) for v in inst.operands]
+    r.check(" && ".join(f"{e} >= 0" for e in extents), inst, "negative-extent", extents, rank=len(extents))
+    element: ScalarType = inst.type.element  # type: ignore[attr-defined]
+    storage = r.lang.storage(element)
+    count = " * ".join(f"{name}_d{k}" for k in range(len(extents)))
+    for k, extent in enumerate(extents):
+        r.emit(f"{name}_d{k} = {extent};")
+    r.emit(f"{{ long words = ({count} * (long)sizeof({storage}) + 7) / 8;")
+    r.emit(f"  long at = atom_add((volatile __global long*)(err + ({HEAP_TOP})), words);")
+    r.emit(f"  {name} = (__global {storage}*)(heap + at);")
+    r.emit(f"  if (at + words > err[{HEAP_WORDS}]) {name} = 0; }}")
+    r.check(f"{name} != 0", inst, "out-of-memory", extents, rank=len(extents))
+    fill = "0" if "zeroed" in inst.flags else _uninitialized_fill(r, element)
+    r.emit(f"for (long k = 0; k < {count}; k++) {name}[k] = ({storage}){fill};")
+    return None
+
+
 def _lower_grow(r: FunctionRenderer, inst: Instruction) -> None:
     raise CodegenError(f"{inst.op}: growable local arrays are not supported by the OpenCL backend yet")
 
@@ -545,7 +585,7 @@ def _lower_call(r: FunctionRenderer, inst: Instruction) -> None:
             args += [r.name(value), *r.extents(value)]
         else:
             args.append(r.name(value))
-    call = f"f_{inst.callee.name}({', '.join([*args, 'err'])})"
+    call = f"{c_name(inst.callee)}({', '.join([*args, 'err', 'heap'])})"
     r.emit(f"{call};" if inst.type.is_void else f"{r.names[inst]} = {call};")
     r.emit(f"if (err[0] != 0) {r.fail_return()}")
 

@@ -26,8 +26,9 @@ failing check anywhere writes the error record (the first work item claims it) a
 raises the site's exception. Called functions are plain C functions; local arrays in them and in parallel
 loops are private arrays of constant extents.
 
-The control buffer, in `long` words: the header (`KIND`, `RESUME`, `ARG0..ARG2`, `RETURN`, and `TICKETS`,
-the groups of a parallel loop that are done), the error record at `ERROR`, one word per reduction from
+The control buffer, in `long` words: the header (`KIND`, `RESUME`, `ARG0..ARG2`, `RETURN`, `TICKETS`, the
+groups of a parallel loop that are done, and `HEAP_TOP`, the device heap's words in use), the error
+record at `ERROR`, the heap's size (`HEAP_WORDS`), one word per reduction from
 `REDUCTIONS`, then one word per saved value (`Layout`). A parallel loop's kernel also gets `part`, a
 buffer of one word per accumulator and work group for the partial sums.
 """
@@ -36,6 +37,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from isozyme.codegen import opencl
 from isozyme.codegen.abi import CodegenOptions
 from isozyme.codegen.error_sites import PAYLOAD_WORDS, ErrorSite, register_site
 from isozyme.codegen.opencl import (
@@ -53,8 +55,12 @@ from isozyme.ssa.ir import Argument, Block, Constant, Function, Instruction, Mod
 from isozyme.ssa.ops import Op
 from isozyme.ssa.types import ArrayType, ScalarType, Type
 
-KIND, RESUME, ARG0, ARG1, ARG2, RETURN, TICKETS = range(7)
+KIND, RESUME, ARG0, ARG1, ARG2, RETURN, TICKETS, HEAP_TOP = range(8)
 ERROR = 8
+HEAP_WORDS = ERROR + 1 + PAYLOAD_WORDS
+"""The device heap's size in words (the host writes it); functions see these words as `err[-1]` and
+`err[9]` (`opencl.py`)."""
+assert (ERROR + opencl.HEAP_TOP, ERROR + opencl.HEAP_WORDS) == (HEAP_TOP, HEAP_WORDS)
 REDUCTIONS = 24
 assert ERROR + 1 + PAYLOAD_WORDS <= REDUCTIONS
 HEADER_WORDS = ERROR + 1 + PAYLOAD_WORDS
@@ -98,6 +104,8 @@ class OpenCLProgram:
     """The error sites, numbered from 1 in list order."""
     serial_loops: list[str] = field(default_factory=list)
     """Why each `prange` loop that runs serially does (`parallel_loops.py`)."""
+    uses_heap: bool = False
+    """Does a called function allocate local arrays on the device heap (`opencl.py`, `_heap_alloc`)?"""
 
 
 # --- saving values in the control buffer ---------------------------------------------------------------
@@ -256,7 +264,8 @@ class SerialRenderer(FunctionRenderer):
         self.lines += ["L_trap:;", f"  err[0] = {trap}; return;", "SAVE:;", *self._save(), "  return;",
                        "RESTORE:;", *self._restore(), "  switch (ctl[1]) {",
                        *(f"    case {r}: goto R{r};" for r in range(1, self.resumes + 1)), "  }", "  goto L_trap;"]
-        params = [*kernel_params(self.lang, self.function), *self.site_params(), "__global long* ctl"]
+        params = [*kernel_params(self.lang, self.function), *self.site_params(), "__global long* ctl",
+                  "__global long* heap"]
         head = [f"__kernel void iz_serial({', '.join(params)}) {{", f"  __global long* err = ctl + {ERROR};",
                 *argument_declarations(self.lang, self.function)]
         start = ["  if (err[0] != 0) return;", f"  if (ctl[{RESUME}] != 0) goto RESTORE;"]
@@ -478,7 +487,8 @@ class BodyRenderer(FunctionRenderer):
                 finish.append(f"  *{acc} = {wrapping_add(self.lang, ty, f'*{acc}', phi)};")
         self.lines += ["L_next:;", *finish, "  return;", "L_exit:;", "  return;"]
         params = ["long gid", *function_params(self.lang, self.function), *self.serial.site_params(),
-                  "__global long* ctl", *(f"{ty} in{j}" for j, (ty, _) in enumerate(self.inputs)),
+                  "__global long* ctl", "__global long* heap",
+                  *(f"{ty} in{j}" for j, (ty, _) in enumerate(self.inputs)),
                   *(f"{self.lang.scalar(ty)}* acc{j}" for j, (ty, _) in enumerate(self.accumulators))]
         head = f"__attribute__((always_inline)) void iz_body{self.loop.number}({', '.join(params)}) {{"
         return [head, *self.decls, *prologue, *self.lines, "}"]
@@ -494,7 +504,7 @@ class BodyRenderer(FunctionRenderer):
         a ticket (one atomic per group), and the last group adds the partial sums up, in group order."""
         lang, k = self.lang, self.loop.number
         params = [*kernel_params(lang, self.function), *self.serial.site_params(), "__global long* ctl",
-                  "__global long* part", "long trip"]
+                  "__global long* part", "__global long* heap", "long trip"]
         attribute = f"__attribute__((reqd_work_group_size({GROUP_SIZE}, 1, 1))) " if self.accumulators else ""
         lines = [f"__kernel {attribute}void iz_par{k}({', '.join(params)}) {{",
                  *argument_declarations(lang, self.function),
@@ -502,7 +512,8 @@ class BodyRenderer(FunctionRenderer):
                  "  long size = (long)get_global_size(0);"]
         lines += [f"  {lang.scalar(ty)} acc{j} = {identity(lang, ty)};" for j, (ty, _) in enumerate(self.accumulators)]
         args = ["g", *argument_values(self.function), *(f"s{s}" for s in self.serial.site_of.values()), "ctl",
-                *(f"in{j}" for j in range(len(self.inputs))), *(f"&acc{j}" for j in range(len(self.accumulators)))]
+                "heap", *(f"in{j}" for j in range(len(self.inputs))),
+                *(f"&acc{j}" for j in range(len(self.accumulators)))]
         lines.append(f"  for (long g = (long)get_global_id(0); g < trip; g += size) iz_body{k}({', '.join(args)});")
         if not self.accumulators:
             return [*lines, "}"]
@@ -630,4 +641,4 @@ def emit_opencl(module: Module, entry: Function, options: CodegenOptions, reduct
     lines += ["", *serial_lines]
     kernels = [LoopKernel(f"iz_par{b.loop.number}", b.loop.location, len(b.accumulators)) for b in bodies]
     return OpenCLProgram("\n".join(lines) + "\n", "iz_serial", kernels, serial.allocs, serial.layout.next,
-                         lang.sites, serial_reasons)
+                         lang.sites, serial_reasons, lang.uses_heap)

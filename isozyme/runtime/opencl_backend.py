@@ -38,6 +38,7 @@ from isozyme.codegen.opencl_program import (
     GROUP_SIZE,
     GROW,
     HEADER_WORDS,
+    HEAP_WORDS,
     KIND,
     LAUNCH,
     RETURN,
@@ -127,6 +128,15 @@ def _emit(module: Module, function: Function, options: CodegenOptions) -> OpenCL
     return emit_opencl(module, function, options, reduction_mode())
 
 
+def heap_megabytes() -> int:
+    """`ISOZYME_OPENCL_HEAP_MB` (default 256): the device heap that functions a kernel calls allocate their
+    local arrays of run-time extent from (a MemoryError when a run needs more)."""
+    value = os.environ.get("ISOZYME_OPENCL_HEAP_MB", "256")
+    if not value.isdigit() or int(value) == 0:
+        raise ValueError(f"ISOZYME_OPENCL_HEAP_MB must be a positive number of megabytes, not {value!r}")
+    return int(value)
+
+
 def reduction_mode() -> str:
     """`ISOZYME_OPENCL_REDUCTION`: "group" (default: work-group reductions) or "atomic" (one atomic add per
     work item, the naive baseline that `benchmarks/` compares with)."""
@@ -175,6 +185,9 @@ class Runner:
         device (PoCL vectorizes across work items) gets one work item per iteration."""
         self.partials: tuple[Any, int] = (self._buffer("i64", 1), 1)
         """The buffer of partial sums of the work groups, and its size in words."""
+        words = heap_megabytes() << 17 if program.uses_heap else 1
+        self.heap: tuple[Any, int] = (self._buffer("i64", words), words)
+        """The device heap of called functions' local arrays, and its size in words."""
 
     def __call__(self, *values: object) -> object:
         from isozyme.runtime.device_array import DeviceArray  # it imports this module
@@ -198,6 +211,7 @@ class Runner:
         while len(self.sites) < len(self.program.allocs):
             self.sites.append((self._buffer(self.program.allocs[len(self.sites)].element, 1), 1))
         control = np.zeros(self.program.control_words, dtype=np.int64)
+        control[HEAP_WORDS] = self.heap[1]
         control_buffer = cl.Buffer(where.context, flags.READ_WRITE | flags.COPY_HOST_PTR, hostbuf=control)
         header = np.zeros(HEADER_WORDS, dtype=np.int64)
         try:
@@ -216,7 +230,7 @@ class Runner:
         cl = _pyopencl()
         queue = self.where.queue
         while True:
-            self.serial(queue, (1,), (1,), *args, *(buffer for buffer, _ in self.sites), control)
+            self.serial(queue, (1,), (1,), *args, *(buffer for buffer, _ in self.sites), control, self.heap[0])
             cl.enqueue_copy(queue, header, control, is_blocking=True)
             kind = int(header[KIND])
             if header[ERROR] != 0 or kind == DONE:
@@ -230,7 +244,7 @@ class Runner:
                         self.partials = (self._buffer("i64", words), words)
                     self.loops[number](queue, (groups * GROUP_SIZE,), (GROUP_SIZE,) if words else None, *args,
                                        *(buffer for buffer, _ in self.sites), control, self.partials[0],
-                                       np.int64(trip))
+                                       self.heap[0], np.int64(trip))
             elif kind == ALLOC:
                 self._alloc(int(header[ARG0]), int(header[ARG1]), fill=header[ARG2] == 0)
             elif kind == GROW:
