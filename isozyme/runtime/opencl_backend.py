@@ -67,6 +67,8 @@ class Device:
     units: int
     """Compute units (streaming multiprocessors, CPU cores)."""
     is_gpu: bool
+    float_atomics: bool = False
+    """Has `cl_ext_float_atomics` and OpenCL C 3.0."""
 
 
 def _pyopencl() -> Any:
@@ -97,7 +99,16 @@ def device(selector: str | None = None) -> Device:
     platform, dev = chosen[0]
     context = cl.Context([dev])
     return Device(context, cl.CommandQueue(context), f"{platform.name}: {dev.name}", dev.max_compute_units,
-                  bool(dev.type & cl.device_type.GPU))
+                  bool(dev.type & cl.device_type.GPU), _has_float_atomics(cl, dev))
+
+
+def _has_float_atomics(cl: Any, dev: Any) -> bool:
+    try:
+        versions = [v.version for v in dev.opencl_c_all_versions]
+    except (AttributeError, cl.Error):  # an OpenCL 1.2 platform
+        return False
+    opencl_c_3 = 3 << 22  # CL_MAKE_VERSION(3, 0, 0)
+    return "cl_ext_float_atomics" in dev.extensions.split() and any(v >= opencl_c_3 for v in versions)
 
 
 _PROGRAMS: dict[tuple[str, str], Any] = {}
@@ -110,8 +121,14 @@ def build(source: str, where: Device) -> Any:
         cl = _pyopencl()
         with warnings.catch_warnings():  # drivers' notes on generated code (PYOPENCL_COMPILER_OUTPUT=1 shows them)
             warnings.simplefilter("ignore", cl.CompilerWarning)
-            _PROGRAMS[key] = cl.Program(where.context, source).build(options=BUILD_OPTIONS)
+            _PROGRAMS[key] = cl.Program(where.context, source).build(options=build_options(where))
     return _PROGRAMS[key]
+
+
+def build_options(where: Device) -> str:
+    """`BUILD_OPTIONS`, and OpenCL C 3.0 on a device with `cl_ext_float_atomics`, whose feature macros then
+    select native float atomic adds in `ATOMIC_HELPERS` (`codegen/opencl.py`)."""
+    return f"{BUILD_OPTIONS} -cl-std=CL3.0" if where.float_atomics else BUILD_OPTIONS
 
 
 def opencl_source(module: Module, function: Function, options: CodegenOptions) -> str:
