@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import statistics
 import sys
@@ -35,6 +34,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+
+from gmm import HALF_LOG_2PI, log_wishart_prior, logsumexp, qtimesx, sqnorm  # noqa: E402  (examples/gmm.py)
 
 import isozyme as iz  # noqa: E402
 from isozyme import Active, Array, Const, Duplicated, f64, i64  # noqa: E402
@@ -59,7 +60,8 @@ def shared(y: Array[f64], x: Array[f64], p: Array[f64]):
 @iz.kernel
 def gmm_prange(alphas: Array[f64], means: Array[f64, 2], icf: Array[f64, 2], x: Array[f64, 2],
                wishart_gamma: f64, wishart_m: i64, log_gamma_d: f64) -> f64:
-    """examples/gmm.py's objective with the loop over points a `prange` (scratch arrays per point)."""
+    """examples/gmm.py's `gmm_objective` with the loop over points a `prange`: its scratch arrays are
+    allocated in the loop (one copy per work item); the helper kernels are the example's."""
     K, d, n = means.shape[0], means.shape[1], x.shape[0]
     qdiag = iz.empty((K, d), f64)
     sum_qs = iz.empty(K, f64)
@@ -72,47 +74,16 @@ def gmm_prange(alphas: Array[f64], means: Array[f64, 2], icf: Array[f64, 2], x: 
     slse = 0.0
     for i in iz.prange(n):
         xcentered = iz.empty(d, f64)
-        qx = iz.empty(d, f64)
+        qxcentered = iz.empty(d, f64)
         main_term = iz.empty(K, f64)
         for k in range(K):
             for j in range(d):
                 xcentered[j] = x[i, j] - means[k, j]
-            for j in range(d):
-                qx[j] = qdiag[k, j] * xcentered[j]
-            idx = d
-            for col in range(d):
-                for row in range(col + 1, d):
-                    qx[row] += icf[k, idx] * xcentered[col]
-                    idx += 1
-            sq = 0.0
-            for j in range(d):
-                sq += qx[j] * qx[j]
-            main_term[k] = alphas[k] + sum_qs[k] - 0.5 * sq
-        mx = main_term[0]
-        for k in range(1, K):
-            mx = max(mx, main_term[k])
-        se = 0.0
-        for k in range(K):
-            se += iz.exp(main_term[k] - mx)
-        slse += iz.log(se) + mx
-    amx = alphas[0]
-    for k in range(1, K):
-        amx = max(amx, alphas[k])
-    ase = 0.0
-    for k in range(K):
-        ase += iz.exp(alphas[k] - amx)
-    lse_alphas = iz.log(ase) + amx
-    nu = d + wishart_m + 1
-    c = nu * d * (iz.log(wishart_gamma) - 0.5 * iz.log(2.0)) - log_gamma_d
-    prior = 0.0
-    for k in range(K):
-        frobenius = 0.0
-        for j in range(d):
-            frobenius += qdiag[k, j] * qdiag[k, j]
-        for j in range(d, icf.shape[1]):
-            frobenius += icf[k, j] * icf[k, j]
-        prior += 0.5 * wishart_gamma * wishart_gamma * frobenius - wishart_m * sum_qs[k]
-    return -n * d * 0.5 * math.log(2.0 * math.pi) + slse - n * lse_alphas + prior - K * c
+            qtimesx(qxcentered, qdiag, icf, k, xcentered)
+            main_term[k] = alphas[k] + sum_qs[k] - 0.5 * sqnorm(qxcentered)
+        slse += logsumexp(main_term)
+    prior = log_wishart_prior(qdiag, sum_qs, icf, wishart_gamma, wishart_m, log_gamma_d)
+    return -n * d * HALF_LOG_2PI + slse - n * logsumexp(alphas) + prior
 
 
 def timed(call: Callable[[], object], repeats: int, setup: Callable[[], object] | None = None) -> tuple[float, object]:
