@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -195,6 +196,7 @@ class Runner:
         self.loops = [cl.Kernel(built, loop.name) for loop in program.loops]
         self.types = types
         self.return_type = return_type
+        self.lock = threading.Lock()
         self.sites: list[tuple[Any, int]] = []
         """Each alloc site's buffer and its capacity in elements (kept from call to call)."""
         self.max_groups = GROUPS_PER_UNIT * where.units if where.is_gpu else 1 << 62
@@ -207,6 +209,10 @@ class Runner:
         """The device heap of called functions' local arrays, and its size in words."""
 
     def __call__(self, *values: object) -> object:
+        with self.lock:  # one call at a time: the site buffers and the queue are shared
+            return self._call(values)
+
+    def _call(self, values: Sequence[object]) -> object:
         from isozyme.runtime.device_array import DeviceArray  # it imports this module
 
         cl = _pyopencl()
