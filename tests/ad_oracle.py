@@ -34,6 +34,9 @@ BACKENDS = ("interp", "llvm")
 """The backends derivatives run on."""
 VARIANTS = [(opt, backend) for opt in OPTS for backend in BACKENDS]
 """Every (opt, backend) pair, the variants the derivative tests run."""
+ALL_BACKENDS = (*BACKENDS, "opencl")
+"""With OpenCL (PoCL in CI): the feature tests run there too; the corpus runs on it in test_opencl_parallel.py."""
+ALL_VARIANTS = [(opt, backend) for opt in OPTS for backend in ALL_BACKENDS]
 
 FD_STEP = 1e-4
 """The central-difference step, relative to max(1, |input|)."""

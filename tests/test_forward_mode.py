@@ -29,7 +29,7 @@ import numpy as np
 import pytest
 from ad_kernels import CASES, Case
 from ad_oracle import (
-    BACKENDS,
+    ALL_BACKENDS,
     FD_RTOL,
     FD_STEP,
     OPTS,
@@ -202,7 +202,7 @@ def _scalar_jvp_by_finite_differences(f, x: float, h: float = 1e-5) -> float:
     return (f(x + h) - f(x - h)) / (2 * h)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
 @pytest.mark.parametrize("opt", OPTS)
 def test_while_loop_with_break(opt: str, backend: str) -> None:
     x = np.array([0.9, 1.3])
@@ -214,7 +214,7 @@ def test_while_loop_with_break(opt: str, backend: str) -> None:
     assert d_value == pytest.approx(expected, rel=1e-6, abs=1e-9)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
 def test_local_array_in_a_loop(backend: str) -> None:
     rng = np.random.default_rng(7)
     A, dA = rng.uniform(-1, 1, (3, 4)), rng.standard_normal((3, 4))
@@ -321,7 +321,7 @@ def _edges(x: f64, y: f64) -> f64:
     return abs(x) + max(x, y) + min(y, x) + iz.pow(x, y)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
 def test_edge_choices_match_reverse_mode(backend: str) -> None:
     """At x = y = 0: fabs has slope 0, max and min pass on the first operand's tangent on a tie, pow(x, y)
     has slopes (0, 0) at x = y = 0 (the documented choices of rules.py, in both modes)."""
