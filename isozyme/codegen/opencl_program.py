@@ -461,8 +461,12 @@ class BodyRenderer(FunctionRenderer):
         # iteration `gid` in a loop that counts up; in one that counts down (a reverse loop), iteration
         # trip-1-gid, so that neighbouring work items still touch ascending addresses
         ascending = all(iv.constant_step is None or iv.constant_step >= 0 for iv in self.loop.inductions)
-        iteration = "gid" if ascending else f"({self.input('long', layout.load(self.loop.trip))} - 1 - gid)" \
-            if not isinstance(self.loop.trip, Constant) else f"({self.name(self.loop.trip)} - 1 - gid)"
+        trip = self.loop.trip
+        if not isinstance(trip, (Constant, Argument)):
+            trip_name = self.input("long", layout.load(trip))
+        else:
+            trip_name = self.name(trip)
+        iteration = "gid" if ascending else f"({trip_name} - 1 - gid)"
         for iv in self.loop.inductions:
             start, step = self.input("long", layout.load(iv.phi)), self.name(iv.step)
             prologue.append(f"  {self.names[iv.phi]} = (long)((ulong){start} + (ulong){iteration} * (ulong){step});")
