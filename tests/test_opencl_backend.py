@@ -312,3 +312,51 @@ def test_a_full_device_heap_is_a_memory_error(monkeypatch: pytest.MonkeyPatch) -
     kernel = iz.kernel(relaxed_energy.definition.py_func, inline=False)  # compiled afresh, with a 1 MB heap
     with pytest.raises(MemoryError, match="cannot allocate a local array of shape \\(200000,\\)"):
         kernel.compile(backend="opencl")(np.zeros(200_000), 1)
+
+
+# --- the disk cache -------------------------------------------------------------------------------------
+
+CACHED_PROGRAM = '''
+import json, sys
+import numpy as np
+import isozyme as iz
+from isozyme import Array, f64
+from isozyme.runtime import disk_cache
+
+
+@iz.kernel(backend="opencl")
+def scaled_sum(y: Array[f64], x: Array[f64], a: f64) -> f64:
+    s = 0.0
+    for i in iz.prange(len(x)):
+        y[i] = a * x[i]
+        s += y[i]
+    return s
+
+
+x = np.arange(300.0)
+y = np.zeros(300)
+total = scaled_sum(y, x, 2.0)
+gradient = iz.grad(scaled_sum, argnums=(1,), backend="opencl")(np.zeros(300), x, 2.0)
+print(json.dumps({"total": total, "y": float(y.sum()), "gradient": float(np.sum(gradient)),
+                  "stats": dict(disk_cache.stats)}))
+'''
+
+
+def test_programs_and_gradients_are_cached_on_disk(tmp_path: Any) -> None:
+    """A second process finds the OpenCL programs of a kernel and of its gradient on disk, and computes the same."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "cached.py"
+    script.write_text(CACHED_PROGRAM)
+    env = {**os.environ, "ISOZYME_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("ISOZYME_CACHE", None)
+    runs = [json.loads(subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env,
+                                      check=True, timeout=300).stdout) for _ in range(2)]
+    cold, warm = runs
+    assert cold["stats"].get("misses", 0) >= 2 and cold["stats"].get("stores", 0) >= 2
+    assert warm["stats"].get("hits", 0) >= 2 and warm["stats"].get("stores", 0) == 0
+    assert cold["total"] == warm["total"] == 2.0 * sum(range(300)) and cold["y"] == warm["y"]
+    assert cold["gradient"] == warm["gradient"] == 300 * 2.0  # the return value sum(a x): a per element

@@ -167,17 +167,20 @@ def _compile_interp(kernel: Kernel, activities: tuple[ArgActivity, ...], opt: st
 
 def _compile_opencl(kernel: Kernel, activities: tuple[ArgActivity, ...], opt: str,
                     params: list[Parameter]) -> Callable[..., object]:
-    return opencl_entry(differentiate(kernel, activities, opt), kernel, params)
+    module, function = kernel.lower(verify_ir=False)
+    pipeline = f"grad:{opt}:{','.join(map(str, activities))}"
+    return opencl_entry(kernel, f"diffe_{kernel.definition.name}", params, module, function, pipeline,
+                        _gradient_optimizer(kernel, function, activities, opt))
 
 
-def opencl_entry(derivative: Gradient | ForwardDerivative, kernel: Kernel,
-                 params: list[Parameter]) -> Callable[..., object]:
-    """A derivative run by the OpenCL backend on checked arguments (device arrays accepted)."""
-    from isozyme.runtime.opencl_backend import compile_opencl
+def opencl_entry(kernel: Kernel, name: str, params: list[Parameter], module: Module, function: Function,
+                 pipeline: str, optimize: Callable[[Module], Function]) -> Callable[..., object]:
+    """The derivative `optimize` makes of the lowered `module`, run by the OpenCL backend on checked
+    arguments (device arrays accepted), through its memory and disk caches."""
+    from isozyme.runtime.opencl_backend import compile_cached
 
-    function = derivative.function
-    run = compile_opencl(derivative.module, function, kernel.codegen_options())
-    name = function.name
+    run = compile_cached(name, module, name, pipeline, optimize, kernel.codegen_options(), [p.type for p in params],
+                         function.return_type, use_disk_cache=not _print_ir_request())
 
     def entry(*args: object) -> object:
         return run(*check_arguments(name, params, args, device_arrays=True))
@@ -192,8 +195,15 @@ def _compile_llvm(kernel: Kernel, activities: tuple[ArgActivity, ...], opt: str,
     name = f"diffe_{kernel.definition.name}"
     signature = EntrySignature(name, tuple(params), function.return_type)
     pipeline = f"grad:{opt}:{','.join(map(str, activities))}"
+    return compile_native(name, module, signature, pipeline, _gradient_optimizer(kernel, function, activities, opt),
+                          kernel.codegen_options(), use_disk_cache=not _print_ir_request(),
+                          print_stages=frozenset(_print_ir_request()))
 
-    def optimize(module: Module) -> Function:  # on a cache miss only
+
+def _gradient_optimizer(kernel: Kernel, function: Function, activities: tuple[ArgActivity, ...],
+                        opt: str) -> Callable[[Module], Function]:
+    """What a backend runs on the lowered module on a cache miss: the gradient pipeline, `diffe_<f>`."""
+    def optimize(module: Module) -> Function:
         verify(module)
         print_ir = _print_ir_request()
         options = PassOptions(print_after_all="after-all" in print_ir,
@@ -206,8 +216,7 @@ def _compile_llvm(kernel: Kernel, activities: tuple[ArgActivity, ...], opt: str,
             print(f"; *** grad-opt of kernel {kernel.definition.name} ({opt}) ***\n{print_module(module)}",
                   file=sys.stderr)
         return gradient.function
-    return compile_native(name, module, signature, pipeline, optimize, kernel.codegen_options(),
-                          use_disk_cache=not _print_ir_request(), print_stages=frozenset(_print_ir_request()))
+    return optimize
 
 
 # --- the user's API ------------------------------------------------------------------------------------------
@@ -411,17 +420,16 @@ def _compile_derivative(kernel: Kernel, name: str, params: list[Parameter], pipe
         def entry(*args: object) -> object:
             return run_function(derivative, *check_arguments(name, params, args))
         return entry
-    if backend == "opencl":
-        module, function = kernel.lower()
-        return opencl_entry(_run_build(kernel, build, module, function, opt), kernel, params)
-    from isozyme.runtime.llvm_backend import EntrySignature, compile_native
-
     module, function = kernel.lower(verify_ir=False)
-    signature = EntrySignature(name, tuple(params), function.return_type)
 
     def optimize(module: Module) -> Function:  # on a cache miss only
         verify(module)
         return _run_build(kernel, build, module, function, opt).function
+    if backend == "opencl":
+        return opencl_entry(kernel, name, params, module, function, pipeline, optimize)
+    from isozyme.runtime.llvm_backend import EntrySignature, compile_native
+
+    signature = EntrySignature(name, tuple(params), function.return_type)
     print_ir = _print_ir_request()
     return compile_native(name, module, signature, pipeline, optimize, kernel.codegen_options(),
                           use_disk_cache=not print_ir, print_stages=frozenset(print_ir))

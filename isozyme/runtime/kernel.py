@@ -199,12 +199,17 @@ def _compile_llvm(kernel: Kernel, pipeline: str) -> CompiledKernel:
 def _compile_opencl(kernel: Kernel, pipeline: str) -> CompiledKernel:
     """OpenCL: a serial kernel and an NDRange kernel per parallel loop (`runtime/opencl_backend.py`); numpy
     arrays are copied in and out, device arrays (`iz.to_device`) are used in place."""
-    from isozyme.runtime.opencl_backend import compile_opencl
+    from isozyme.runtime.opencl_backend import compile_cached
 
-    module, function = kernel.optimized(pipeline)
+    module, function = kernel.lower()
     name = kernel.definition.name
     params = [Parameter(arg.name, arg.type) for arg in function.args]  # type: ignore[arg-type]
-    run = compile_opencl(module, function, kernel.codegen_options())
+
+    def optimize(module: Module) -> Function:  # on a cache miss only
+        kernel.run_pipeline(module, pipeline)
+        return function
+    run = compile_cached(name, module, function.name, pipeline, optimize, kernel.codegen_options(),
+                         [p.type for p in params], function.return_type, use_disk_cache=not _print_ir_request())
 
     def entry(*args: object, **kwargs: object) -> object:
         return run(*check_arguments(name, params, args, kwargs, device_arrays=True))

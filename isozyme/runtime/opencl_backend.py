@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from isozyme.codegen.abi import CodegenOptions
+from isozyme.codegen.error_sites import ErrorSite
 from isozyme.codegen.opencl_program import (
     ALLOC,
     ARG0,
@@ -43,11 +44,16 @@ from isozyme.codegen.opencl_program import (
     KIND,
     LAUNCH,
     RETURN,
+    AllocSite,
+    LoopKernel,
     OpenCLProgram,
     emit_opencl,
 )
 from isozyme.optimize.loop_canonicalization import canonicalize_loop_structure
+from isozyme.runtime import disk_cache, host_identity
+from isozyme.runtime.disk_cache import sha256
 from isozyme.ssa.ir import Function, Module
+from isozyme.ssa.printer import print_module
 from isozyme.ssa.types import ArrayType, ScalarType
 
 BUILD_OPTIONS = "-cl-fp32-correctly-rounded-divide-sqrt"
@@ -177,11 +183,66 @@ _SCALAR_DTYPES = {"i1": np.uint8, "i32": np.int32, "i64": np.int64, "f32": np.fl
 
 def compile_opencl(module: Module, function: Function, options: CodegenOptions) -> Callable[..., object]:
     """A function running `function` on the OpenCL device on checked argument values (module docstring)."""
-    program = _emit(module, function, options)
+    return _runner(_emit(module, function, options), [arg.type for arg in function.args], function.return_type)
+
+
+def _runner(program: OpenCLProgram, types: Sequence[Any], return_type: Any) -> Runner:
     for reason in program.serial_loops:
-        warnings.warn(f"OpenCL: {reason}", SerialLoopWarning, stacklevel=4)
-    runner = Runner(program, device(), [arg.type for arg in function.args], function.return_type)
-    return runner
+        warnings.warn(f"OpenCL: {reason}", SerialLoopWarning, stacklevel=5)
+    return Runner(program, device(), types, return_type)
+
+
+CACHE_FORMAT = "isozyme opencl backend 1"
+"""Changes when what the backend stores changes."""
+_programs: dict[str, OpenCLProgram] = {}
+"""Programs made or loaded in this process, by cache key."""
+
+
+def compile_cached(name: str, module: Module, entry: str, pipeline: str, optimize: Callable[[Module], Function],
+                   options: CodegenOptions, types: Sequence[Any], return_type: Any,
+                   use_disk_cache: bool = True) -> Callable[..., object]:
+    """`compile_opencl` through the memory and disk caches, as the llvm backend's `compile_native`: the key
+    is the SHA-256 of the lowered module (and its source locations), the entry's name, the pipeline, the
+    codegen options, the reduction mode and isozyme's version and modules; `optimize` runs the pipeline on
+    `module` in place and returns the entry (on a miss only). An entry holds the OpenCL C and what the
+    runner needs; pyopencl and the driver cache the device binaries themselves."""
+    locations = "\n".join(str(inst.loc) for function in module for inst in function.instructions())
+    material = "\n".join([CACHE_FORMAT, host_identity.compiler_description(), pipeline, repr(options),
+                          reduction_mode(), entry, print_module(module), locations])
+    key = sha256(material.encode()).hexdigest()
+    if key not in _programs:
+        cached = disk_cache.load(key, name) if use_disk_cache else None
+        program = _decoded(cached) if cached is not None else None
+        if program is None:
+            function = optimize(module)
+            assert function.name == entry, (function.name, entry)
+            program = _emit(module, function, options)
+            if use_disk_cache:
+                disk_cache.store(key, _metadata(program), program.source.encode(), name)
+        _programs[key] = program
+    return _runner(_programs[key], types, return_type)
+
+
+def _metadata(program: OpenCLProgram) -> dict[str, object]:
+    return {"serial": program.serial, "loops": [[k.name, k.location, k.accumulators] for k in program.loops],
+            "allocs": [[a.element, a.fill] for a in program.allocs], "control_words": program.control_words,
+            "sites": [site.to_json() for site in program.sites], "serial_loops": program.serial_loops,
+            "uses_heap": program.uses_heap}
+
+
+def _decoded(entry: disk_cache.Entry) -> OpenCLProgram | None:
+    meta = entry.metadata
+    try:
+        return OpenCLProgram(entry.payload.decode(), str(meta["serial"]),
+                             [LoopKernel(str(n), str(at), int(a)) for n, at, a in meta["loops"]],  # type: ignore
+                             [AllocSite(str(e), f) for e, f in meta["allocs"]],  # type: ignore
+                             int(meta["control_words"]),  # type: ignore[call-overload]
+                             [ErrorSite.from_json(site) for site in meta["sites"]],  # type: ignore
+                             [str(reason) for reason in meta["serial_loops"]],  # type: ignore
+                             bool(meta["uses_heap"]))
+    except (KeyError, TypeError, ValueError, UnicodeDecodeError) as error:
+        disk_cache.event("corrupt", f"OpenCL program ({error}); compiling again")
+        return None
 
 
 class Runner:
