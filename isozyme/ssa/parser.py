@@ -477,7 +477,7 @@ class _FunctionParser:
             attrs["callee"] = self._callee(s)
         labels = tuple(self._label(token, s) for token in s.labels)
         if s.op is Op.PHI:
-            return Phi(ty, name=s.result, loc=loc, operands=operands, blocks=labels)
+            return Phi(ty, name=s.result, loc=loc, operands=operands, blocks=labels, flags=set(s.flags))
         return Instruction(ty, name=s.result, loc=loc, op=s.op, operands=operands, successors=labels,
                            attrs=attrs, flags=set(s.flags))
 
