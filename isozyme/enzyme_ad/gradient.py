@@ -81,7 +81,8 @@ def reverse_gradient(module: Module, function: Function, activities: Sequence[Ar
 def finish_derivative(module: Module, derivative: Function, stage: str, opt: str,
                       pass_options: PassOptions | None, on_stage: Callable[[str, Module], None] | None) -> None:
     """After AD: keep `derivative` and what it calls, recompute memory flags (a derivative writes its
-    shadows), verify, report `stage`, and optimize unless opt="none"."""
+    shadows), verify, report `stage`, and optimize unless opt="none": O2, then loop fusion (the same for
+    "post" and "pre": it is not what they compare), and O2 again when loops fused."""
     keep_only_callees_of(module, derivative)
     run_passes(module, ["func-attrs"], pass_options)
     verify(module)
@@ -89,6 +90,8 @@ def finish_derivative(module: Module, derivative: Function, stage: str, opt: str
         on_stage(stage, module)
     if opt != "none":
         run_passes(module, ["O2"], pass_options)
+        if run_passes(module, ["loop-fusion"], pass_options):
+            run_passes(module, ["O2"], pass_options)
 
 
 def split_mode_rules(module: Module, optimized: bool) -> None:
