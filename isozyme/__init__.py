@@ -15,6 +15,7 @@ from isozyme.frontend.intrinsics import MATH_FUNCTIONS, empty, prange, zeros
 from isozyme.runtime.autodiff import Active, Const, Duplicated, autodiff, fwddiff, grad, hvp, show_cache
 from isozyme.runtime.device_array import DeviceArray, to_device
 from isozyme.runtime.kernel import Kernel, kernel, show_ir
+from isozyme.runtime.memory_report import show_memory
 from isozyme.version import VERSION
 
 sqrt = MATH_FUNCTIONS["sqrt"]
@@ -44,5 +45,5 @@ __all__ = [
     "Active", "Array", "CompileError", "Const", "DeviceArray", "DifferentiationError", "Duplicated", "Kernel",
     "acos", "asin", "atan", "atan2", "autodiff", "boolean", "ceil", "cos", "cosh", "empty", "erf", "exp",
     "expm1", "f32", "f64", "fabs", "floor", "fwddiff", "grad", "hvp", "i32", "i64", "kernel", "log", "log1p",
-    "pow", "prange", "show_cache", "show_ir", "sin", "sinh", "sqrt", "tan", "tanh", "to_device", "zeros",
+    "pow", "prange", "show_cache", "show_ir", "show_memory", "sin", "sinh", "sqrt", "tan", "tanh", "to_device", "zeros",
 ]

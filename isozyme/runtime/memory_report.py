@@ -1,0 +1,52 @@
+"""`iz.show_memory`: the arena plan of a kernel's local arrays and tapes (`optimize/memory_reuse.py`).
+
+    print(iz.show_memory(heat, activity=("dup", "active", "const"), u=np.zeros(1000), steps=50))
+
+The plan is made for the entry function: the kernel optimized (`activity=None`), or its gradient
+`diffe_<f>` for `activity`, the same function `iz.show_ir(kernel, stage="grad-opt", activity=...)` prints.
+Keyword arguments give the kernel's arguments by parameter name (numpy arrays, shapes as tuples, an int
+for a 1-D array's length, scalars' values); a gradient's shadow `d_<x>` takes the shape of `<x>`. Buffers
+whose sizes depend on arguments not given are listed as symbolic and left out of the packing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from isozyme.enzyme_ad.activity import ArgActivity
+from isozyme.enzyme_ad.gradient import OPT_MODES
+from isozyme.optimize.memory_reuse import ArgumentValue, plan_memory
+from isozyme.runtime.kernel import DEFAULT_PIPELINE, Kernel
+from isozyme.ssa.ir import Function
+
+PRIMAL_PIPELINES = {"post": DEFAULT_PIPELINE, "pre": DEFAULT_PIPELINE, "none": "O0"}
+"""The pipeline a primal kernel runs for each `opt` mode: "pre" and "post" differ only for derivatives."""
+
+
+def _entry_function(kernel: Kernel, activity: Sequence[str | ArgActivity] | None, opt: str) -> Function:
+    if activity is None:
+        return kernel.optimized(PRIMAL_PIPELINES.get(opt, opt))[1]
+    from isozyme.runtime.autodiff import differentiate, parse_activity
+    if opt not in OPT_MODES:
+        raise ValueError(f"opt must be one of {', '.join(map(repr, OPT_MODES))}, not {opt!r}")
+    return differentiate(kernel, parse_activity(kernel, activity), opt).function
+
+
+def _entry_sizes(function: Function, given: dict[str, ArgumentValue]) -> dict[str, ArgumentValue]:
+    """`given` keyed by the entry's argument names, shadows `d_<x>` sized like `<x>`."""
+    sizes = {}
+    for arg in function.args:
+        if arg.name in given:
+            sizes[arg.name] = given[arg.name]
+        elif arg.name and arg.name.startswith("d_") and arg.type.is_array and arg.name[2:] in given:
+            sizes[arg.name] = given[arg.name[2:]]
+    return sizes
+
+
+def show_memory(kernel: Kernel, activity: Sequence[str | ArgActivity] | None = None, opt: str = "post",
+                **sizes_or_args: ArgumentValue) -> str:
+    """The memory plan of `kernel` (or of its gradient for `activity`) as a table (module docstring)."""
+    if not isinstance(kernel, Kernel):
+        raise TypeError(f"show_memory needs an @iz.kernel, got {type(kernel).__name__}")
+    function = _entry_function(kernel, activity, opt)
+    return plan_memory(function, _entry_sizes(function, sizes_or_args) if sizes_or_args else None).format()
