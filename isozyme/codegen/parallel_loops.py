@@ -268,6 +268,8 @@ def _check_body(loop: Loop) -> dict[Instruction, str]:
                 if _writes_arrays(inst.callee, set()):
                     raise NotParallel(f"@{inst.callee.name}, called in it, writes arrays")
     for array in _arrays_accessed(loop):
+        if isinstance(array, Phi):
+            raise NotParallel(f"it accesses an array through the phi %{array.name or 'array'}")
         if not _is_alloc(array) or array.block in loop or "tape" in array.flags:  # type: ignore[union-attr]
             continue
         if "private" in array.flags:  # type: ignore[union-attr]

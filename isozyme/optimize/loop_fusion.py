@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from isozyme.ssa.builder import Builder
 from isozyme.ssa.cfg import predecessors
-from isozyme.ssa.ir import Block, Constant, Function, Instruction, Phi, Value
+from isozyme.ssa.ir import Argument, Block, Constant, Function, Instruction, Phi, Value
 from isozyme.ssa.loops import Loop, LoopNest
 from isozyme.ssa.ops import Op
 from isozyme.ssa.trip_count import TripCount, analyze_trip_count, is_loop_invariant
@@ -126,13 +126,21 @@ def _fusible(one: Candidate, two: Candidate) -> bool:
 def _independent(one: Candidate, two: Candidate, body_one: list[Instruction], body_two: list[Instruction]) -> bool:
     """The memory test of the module docstring, for every pair of accesses to one array."""
     accesses_one = [i for i in body_one if i.op in ACCESSES]
-    for second in (i for i in body_two if i.op in ACCESSES):
+    accesses_two = [i for i in body_two if i.op in ACCESSES]
+    if any(not _is_distinct_array(_array(i)) for i in accesses_one + accesses_two):
+        return False  # an array phi may be any array: no two accesses could be told apart
+    for second in accesses_two:
         for first in accesses_one:
             if _array(first) is not _array(second) or (first.op not in WRITES and second.op not in WRITES):
                 continue
             if not _in_order(_indices(first), one, _indices(second), two):
                 return False
     return True
+
+
+def _is_distinct_array(array: Value) -> bool:
+    """An argument or a local array: distinct arrays of these kinds never share memory (DESIGN 1.1)."""
+    return isinstance(array, Argument) or (isinstance(array, Instruction) and array.op is Op.ALLOC)
 
 
 def _array(inst: Instruction) -> Value:
