@@ -18,6 +18,8 @@ class CodegenOptions:
     """Check every array index (IndexError instead of undefined behaviour)."""
     fastmath: bool = False
     """Put LLVM's `fast` flags on float arithmetic (reassociation: results change in the last bits)."""
+    loop_fusion: bool = True
+    """Run loop fusion after AD (`ISOZYME_LOOP_FUSION=0` turns it off, to measure what it brings)."""
 
 
 ARRAY_OBJECT = {"type": 8, "data": 16, "ndim": 24, "shape": 32, "descr": 56, "flags": 64}

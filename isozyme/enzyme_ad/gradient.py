@@ -28,6 +28,7 @@ from isozyme.enzyme_ad.forward import check_forward_activities, forward_mode, fo
 from isozyme.enzyme_ad.prepare import prepare_for_differentiation
 from isozyme.enzyme_ad.reverse import GradientParameter, gradient_parameters, reverse_mode
 from isozyme.optimize.call_graph import bottom_up_components, call_sites
+from isozyme.optimize.loop_fusion import fusion_enabled
 from isozyme.optimize.pass_manager import PassOptions, run_passes
 from isozyme.ssa.ir import CUSTOM_VJP_FLAG, NOINLINE, Function, Module
 from isozyme.ssa.types import Type
@@ -82,7 +83,8 @@ def finish_derivative(module: Module, derivative: Function, stage: str, opt: str
                       pass_options: PassOptions | None, on_stage: Callable[[str, Module], None] | None) -> None:
     """After AD: keep `derivative` and what it calls, recompute memory flags (a derivative writes its
     shadows), verify, report `stage`, and optimize unless opt="none": O2, then loop fusion (the same for
-    "post" and "pre": it is not what they compare), and O2 again when loops fused."""
+    "post" and "pre": it is not what they compare; `ISOZYME_LOOP_FUSION=0` leaves it out), and O2 again
+    when loops fused."""
     keep_only_callees_of(module, derivative)
     run_passes(module, ["func-attrs"], pass_options)
     verify(module)
@@ -90,7 +92,7 @@ def finish_derivative(module: Module, derivative: Function, stage: str, opt: str
         on_stage(stage, module)
     if opt != "none":
         run_passes(module, ["O2"], pass_options)
-        if run_passes(module, ["loop-fusion"], pass_options):
+        if fusion_enabled() and run_passes(module, ["loop-fusion"], pass_options):
             run_passes(module, ["O2"], pass_options)
 
 

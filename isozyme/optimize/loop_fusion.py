@@ -27,6 +27,7 @@ L2 raises an error, L1's later iterations have not run, so what the error leaves
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from isozyme.ssa.builder import Builder
@@ -38,6 +39,12 @@ from isozyme.ssa.trip_count import TripCount, analyze_trip_count, is_loop_invari
 
 ACCESSES = (Op.LOAD, Op.STORE, Op.ATOMIC_ADD)
 WRITES = (Op.STORE, Op.ATOMIC_ADD)
+
+
+def fusion_enabled() -> bool:
+    """Does loop fusion run after AD? Yes unless `ISOZYME_LOOP_FUSION` is 0, off, false or no (benchmarks
+    turn it off to measure launches and bytes without it; the setting is part of every cache key)."""
+    return os.environ.get("ISOZYME_LOOP_FUSION", "1").lower() not in ("0", "off", "false", "no")
 
 
 def loop_fusion(function: Function) -> bool:

@@ -145,7 +145,7 @@ def compiled_gradient(kernel: Kernel, activities: tuple[ArgActivity, ...], opt: 
                       backend: str | None) -> CompiledGradient:
     """`diffe_<f>` for these activities, compiled (cached on the kernel)."""
     chosen = derivative_backend(kernel, backend)
-    key = ("grad", activities, check_opt(opt), chosen, kernel.boundscheck())
+    key = ("grad", activities, check_opt(opt), chosen, kernel.codegen_options())
     cache = kernel.__dict__.setdefault("_gradients", {})
     if key not in cache:
         params = _gradient_params(kernel, activities)
@@ -461,7 +461,7 @@ def compiled_forward(kernel: Kernel, activities: tuple[ArgActivity, ...], opt: s
         pipeline = f"fwd:{opt}:{','.join(map(str, activities))}"
         entry = _compile_derivative(kernel, name, call_params, pipeline, opt, chosen, _forward_build(activities, opt))
         return CompiledGradient(name, call_params, entry)
-    return _cached_derivative(kernel, ("fwd", activities, opt, chosen, kernel.boundscheck()), make)
+    return _cached_derivative(kernel, ("fwd", activities, opt, chosen, kernel.codegen_options()), make)
 
 
 def compiled_hvp(kernel: Kernel, positions: tuple[int, ...], opt: str, backend: str | None) -> CompiledGradient:
@@ -481,7 +481,7 @@ def compiled_hvp(kernel: Kernel, positions: tuple[int, ...], opt: str, backend: 
         pipeline = f"hvp:{opt}:{','.join(map(str, positions))}"
         return CompiledGradient(name, call_params, _compile_derivative(kernel, name, call_params, pipeline, opt,
                                                                        chosen, build))
-    return _cached_derivative(kernel, ("hvp", positions, opt, chosen, kernel.boundscheck()), make)
+    return _cached_derivative(kernel, ("hvp", positions, opt, chosen, kernel.codegen_options()), make)
 
 
 def _classify_forward(kernel: Kernel, param: Parameter, arg: object) -> ArgActivity:

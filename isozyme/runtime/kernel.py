@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from isozyme.codegen.abi import CodegenOptions
 from isozyme.frontend.compiler import KernelDefinition, StaticRead, lower_kernel
 from isozyme.frontend.diagnostics import CompileError
+from isozyme.optimize.loop_fusion import fusion_enabled
 from isozyme.optimize.pass_manager import PassOptions, run_passes
 from isozyme.runtime.arguments import Parameter, check_arguments
 from isozyme.ssa.interpreter import run_function
@@ -144,7 +145,7 @@ class Kernel:
         return module, function
 
     def codegen_options(self) -> CodegenOptions:
-        return CodegenOptions(boundscheck=self.boundscheck())
+        return CodegenOptions(boundscheck=self.boundscheck(), loop_fusion=fusion_enabled())
 
     def compile(self, backend: str | None = None, opt: str = DEFAULT_PIPELINE) -> CompiledKernel:
         """The kernel compiled for `backend` with pipeline `opt` (cached)."""
