@@ -84,7 +84,7 @@ def finish_derivative(module: Module, derivative: Function, stage: str, opt: str
     """After AD: keep `derivative` and what it calls, recompute memory flags (a derivative writes its
     shadows), verify, report `stage`, and optimize unless opt="none": O2, then loop fusion (the same for
     "post" and "pre": it is not what they compare; `ISOZYME_LOOP_FUSION=0` leaves it out), and O2 again
-    when loops fused."""
+    when loops fused; then the temporaries fusion made private to one iteration become values."""
     keep_only_callees_of(module, derivative)
     run_passes(module, ["func-attrs"], pass_options)
     verify(module)
@@ -93,7 +93,9 @@ def finish_derivative(module: Module, derivative: Function, stage: str, opt: str
     if opt != "none":
         run_passes(module, ["O2"], pass_options)
         if fusion_enabled() and run_passes(module, ["loop-fusion"], pass_options):
-            run_passes(module, ["O2"], pass_options)
+            run_passes(module, ["O2"], pass_options)  # merges the fused bodies' blocks, forwards stores
+            if run_passes(module, ["scalarize-temporaries"], pass_options):
+                run_passes(module, ["O2"], pass_options)
 
 
 def split_mode_rules(module: Module, optimized: bool) -> None:

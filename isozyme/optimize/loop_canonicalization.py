@@ -157,6 +157,7 @@ def _rewrite_induction_variable(loop: Loop, nest: LoopNest) -> bool:
     header, latch = loop.header, loop.latches[0]
     trip = count.emit_in_preheader()
     k = Builder(header).phi(I64, name="k")
+    k.flags |= count.iv.phi.flags & {"parallel"}  # a prange loop stays one (its header phi says so)
     k_next = Builder().before(latch.terminator).iadd(k, 1, name="k.next")  # type: ignore[union-attr]
     for pred in predecessors(nest.function)[header]:
         k.add_incoming(pred, k_next if pred is latch else Constant(I64, 0))

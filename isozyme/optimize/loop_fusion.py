@@ -1,42 +1,71 @@
-"""loop-fusion: two adjacent loops over the same iteration space become one (DESIGN 4 and 6).
+"""loop-fusion: two adjacent loops over the same iteration space become one (DESIGN 4 and 6); and
+scalarize-temporaries: a local array that fusion made private to one iteration becomes values.
 
 Fewer loops are fewer passes over memory on the CPU and fewer kernel launches on OpenCL, where a fused pair
-of `prange` loops is one NDRange kernel. The pass runs after AD (`enzyme_ad/gradient.py`), where the
-forward and reverse sweeps of a derivative put many loops side by side.
+of `prange` loops is one NDRange kernel. Both passes run after AD (`enzyme_ad/gradient.py`), where the
+forward and reverse sweeps of a derivative put many loops side by side: layers written as helper kernels
+and their epilogues, and the reverses of those, in the opposite order.
 
 Two loops L1 and L2 fuse when all of this holds (anything it cannot prove, it leaves alone):
 
-  - shape: each is counted with a canonical induction variable (`ssa/trip_count.py`: `k = 0, 1, ...`,
-    `icmp.slt k, trip`) and the same trip-count value; L2 is a header holding only its exit test plus one
-    body block that is its latch; L1 leaves only from its header, to a block E1 that holds nothing but
-    `cbr g, H2, E2` (g the same guard that decides whether L1 is entered) or `br H2`, and that nothing
-    else reaches (only L1's header, and the guard's other edge);
-  - values: L2 uses nothing that L1 computes, and neither loop has a call;
+  - iterations: each is counted (`ssa/trip_count.py`) with a constant step, leaves only from its header
+    and has one latch, and the two induction variables run through the same values (same start, step,
+    exit test and bound): `0, 1, ... < t` loops, and the `t, t-1, ... != 0` loops of the reverse sweep.
+    Both are `prange` loops or neither is (fused, a parallel loop would run serially).
+  - shape: L1's exit block E1 holds only a branch; from E1 a chain of blocks, each reached only from the
+    one before, leads to L2's header; the branches on the way either go on or skip L2 to its exit E2. What
+    decides whether L1 runs (the `cbr`s of the single-predecessor chain before it that skip to E1) and
+    what decides whether L2 runs (those after E1) must be the same conditions, not counting guards that
+    skip a loop only when it would run zero times (`t > 0`, `t == 0` for the loop's extent t; AD's reverse
+    loops carry two). Nothing else reaches E1 or E2. The instructions on the way to L2 (its invariants,
+    hoisted by licm) move before L1, so they must be pure (or loads of arrays L1 does not write, when L1
+    has a preheader), and E2's phis must take one value on every edge that skips L2. L2's header holds
+    phis, pure per-iteration values (a counting-down loop's index) used only in L2, and its exit test;
+    the block it enters is reached only from it. L2 may hold inner loops.
+  - values: L2 uses nothing that L1 computes, and neither loop has a call.
   - memory: for every array both loops touch, with at least one write among the two accesses, iteration j
-    of L1 and iteration i of L2 touch the same element only when j <= i (a dependence test on affine
-    indices `a*k + s + c`, with a and c constants and s one loop-invariant value: equal coefficients give
-    j - i = (c2 - c1) / a; anything else is not proven and is not fused). So no iteration of L2 reads
-    what a later iteration of L1 writes, or writes what a later one reads.
+    of L1 and iteration i of L2 touch the same element only when j <= i, and only when j == i for `prange`
+    loops, whose iterations run on different work items. The dependence test reads each index as affine
+    in the induction variable, `a*v + s + c` (a and c constants, s one loop-invariant value): one index
+    with equal coefficients pins j - i to (c2 - c1) / a, whatever the other indices are (an inner loop's
+    index, say), and one that never agrees rules the pair out. No index that pins them: not proven.
 
-The fused loop runs L1's body, then L2's, per iteration: L2's header phis move to L1's header, its induction
-variable becomes L1's, its body moves to a new block on L1's back edge (L1's latch may belong to an inner
-loop too), and L1's exit goes to L2's exit; simplify-cfg merges the blocks that can be merged. A loop is
-`parallel` afterwards only if both were. One difference from running them apart: when an iteration of
-L2 raises an error, L1's later iterations have not run, so what the error leaves in memory differs.
+The fused loop runs L1's body, then L2's, per iteration: L2's header phis move to L1's header, its
+induction variable becomes L1's, L1's back edge goes to L2's body and L2's back edge to L1's header (L1's
+latch may belong to an inner loop: the edge redirected is the one towards L1's header), and L1's exit goes
+to E2; simplify-cfg merges the blocks that can be merged. Inner loops that become adjacent fuse in turn.
+One difference from running them apart: when an iteration of L2 raises an error, L1's later iterations
+have not run, so what the error leaves in memory differs.
+
+Temporaries (`scalarize-temporaries`, run after the O2 that follows fusion). A local array whose accesses
+(loads and stores, and `dim`s) all lie in one block of a counted loop, at one index tuple that differs from
+iteration to iteration (one index `a*v + s + c` with a != 0), holds in each element a value of one
+iteration only. Walking the block, each load is replaced by the value last stored, and the array
+disappears. A load before any store reads the element's value before the iteration: allowed only for
+`iz.zeros` arrays (adjoints of temporaries) that each iteration leaves at +0.0, or that the loop reads only
+once per allocation. So a layer's pre-activation array, written by one loop and read elementwise by the
+next, becomes a value once the loops are fused, and so does its adjoint in the reverse sweep. As with
+dce's unread arrays, the alloc's check of its extents goes with it.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 
 from isozyme.ssa.builder import Builder
 from isozyme.ssa.cfg import predecessors
-from isozyme.ssa.ir import Argument, Block, Constant, Function, Instruction, Phi, Value
+from isozyme.ssa.dominators import DominatorTree
+from isozyme.ssa.ir import Argument, Block, Constant, Function, Instruction, Phi, Value, is_growable_alloc
 from isozyme.ssa.loops import Loop, LoopNest
 from isozyme.ssa.ops import Op
 from isozyme.ssa.trip_count import TripCount, analyze_trip_count, is_loop_invariant
 
+PARALLEL = "parallel"
+"""The flag of a `prange` loop's header phi (its iterations may run at once, on different work items)."""
+ZEROED = "zeroed"
+"""The flag of an `alloc` that fills its array with zeros (`iz.zeros`, and the shadows of local arrays)."""
 ACCESSES = (Op.LOAD, Op.STORE, Op.ATOMIC_ADD)
 WRITES = (Op.STORE, Op.ATOMIC_ADD)
 
@@ -59,8 +88,8 @@ def _fuse_one_pair(function: Function) -> bool:
     nest = LoopNest(function)
     for first in nest:
         pair = _adjacent(first, nest)
-        if pair is not None and _fusible(*pair):
-            _fuse(*pair)
+        if pair is not None and _fusible(pair):
+            _fuse(pair)
             return True
     return False
 
@@ -69,56 +98,208 @@ def _fuse_one_pair(function: Function) -> bool:
 class Candidate:
     loop: Loop
     trip: TripCount
+    entering: Block
+    """The loop's only entering block (where L2's hoisted invariants go, for L1)."""
     exit: Block
     """The block the loop leaves to."""
+
+    @property
+    def parallel(self) -> bool:
+        return any(PARALLEL in phi.flags for phi in self.loop.header.phis)
+
+
+@dataclass(eq=False)
+class Pair:
+    """Two adjacent loops, and the guards between them (module docstring, "shape")."""
+
+    one: Candidate
+    two: Candidate
+    skips_one: list[Block]
+    """The blocks whose `cbr` skips L1, going straight to E1."""
+    chain_two: list[Block]
+    """The blocks after E1 that lead to L2's header, in order (L2's entering block last)."""
+    skips_two: list[Block]
+    """The blocks (E1 and those of `chain_two`) whose `cbr` skips L2, going straight to E2."""
 
 
 def _counted(loop: Loop) -> Candidate | None:
     trip = analyze_trip_count(loop)
-    if not isinstance(trip, TripCount) or not trip.is_canonical or trip.predicate is not Op.ICMP_SLT:
+    if not isinstance(trip, TripCount) or not isinstance(trip.iv.step, Constant) or not trip.iv.step.value:
         return None
     exits = loop.exit_blocks
-    return Candidate(loop, trip, exits[0]) if len(exits) == 1 else None
+    if len(exits) != 1 or loop.exiting_blocks != [loop.header] or len(loop.entering_blocks) != 1:
+        return None  # a `break` leaves from elsewhere
+    return Candidate(loop, trip, loop.entering_blocks[0], exits[0])
 
 
-def _adjacent(first: Loop, nest: LoopNest) -> tuple[Candidate, Candidate] | None:
-    """`first` and the loop its exit block leads to, when the shape is the one the docstring describes."""
+Guard = tuple[Value, bool]
+"""A condition that decides whether a loop runs, and the value for which it does."""
+
+
+def _skips_before(one: Candidate) -> tuple[list[Block], list[Guard]]:
+    """Walking back from L1's header: the blocks of the single-predecessor chain whose `cbr` goes either
+    further towards L1 or to E1, and their conditions."""
+    skips: list[Block] = []
+    guards: list[Guard] = []
+    preds = predecessors(one.loop.header.function)  # type: ignore[arg-type]
+    child, block = one.loop.header, one.entering
+    while True:
+        end = block.terminator
+        assert end is not None
+        if end.op is Op.CBR and set(end.successors) == {child, one.exit} and child is not one.exit:
+            skips.append(block)
+            guards.append((end.operands[0], end.successors[0] is child))
+        elif end.op is not Op.BR:
+            break
+        if len(preds[block]) != 1:
+            break
+        child, block = block, preds[block][0]
+    return skips, guards
+
+
+def _chain_after(one: Candidate, two_exit: Block, header_two: Block) -> tuple[list[Block], list[Block],
+                                                                                list[Guard]] | None:
+    """From E1 to L2's header: the blocks after E1 (each reached only from the one before), the blocks
+    whose `cbr` skips to E2, and their conditions; None if the path has any other shape."""
+    preds = predecessors(header_two.function)  # type: ignore[arg-type]
+    chain: list[Block] = []
+    skips: list[Block] = []
+    guards: list[Guard] = []
+    block = one.exit
+    while block is not header_two:
+        end = block.terminator
+        assert end is not None
+        if end.op is Op.BR:
+            following = end.successors[0]
+        elif end.op is Op.CBR and two_exit in end.successors and len(set(end.successors)) == 2:
+            following = end.successors[1] if end.successors[0] is two_exit else end.successors[0]
+            skips.append(block)
+            guards.append((end.operands[0], end.successors[0] is following))
+        else:
+            return None
+        if following is not header_two:
+            if preds[following] != [block] or following in chain or following is one.exit:
+                return None
+            chain.append(following)
+        block = following
+    return chain, skips, guards
+
+
+def _adjacent(first: Loop, nest: LoopNest) -> Pair | None:
+    """`first` and the loop after it, when the shape is the one the docstring describes."""
     one = _counted(first)
     if one is None or one.exit.phis or len(one.exit.instructions) != 1:
         return None
-    entering = first.entering_blocks[0]
-    guard = entering.terminator
-    end = one.exit.terminator
-    assert guard is not None and end is not None
-    arrivals = set(predecessors(first.header.function)[one.exit])  # type: ignore[arg-type]
-    if end.op is Op.BR and arrivals == {first.header}:
-        header = end.successors[0]
-    elif end.op is Op.CBR and guard.op is Op.CBR and end.operands[0] is guard.operands[0] \
-            and guard.successors == (first.header, one.exit) and arrivals == {first.header, entering}:
-        header = end.successors[0]
-    else:
+    function = first.header.function
+    assert function is not None
+    skips_one, guards_one = _skips_before(one)
+    if set(predecessors(function)[one.exit]) != {first.header, *skips_one}:
         return None  # E1 is also reached some other way, on which L2 runs without L1
-    second = next((loop for loop in nest if loop.header is header), None)
-    if second is None or second.parent is not first.parent or second.entering_blocks != [one.exit]:
+    preds = predecessors(function)
+    for second in nest:
+        if second.parent is first.parent and second is not first \
+                and _behind(second.entering_blocks[0], one.exit, preds):
+            two = _counted(second)
+            if two is None:
+                continue
+            found = _chain_after(one, two.exit, second.header)
+            if found is not None:
+                break
+    else:
         return None
-    two = _counted(second)
-    if two is None or len(second.blocks) != 2 or second.latches[0] is second.header:
+    chain_two, skips_two, guards_two = found
+    if set(predecessors(function)[two.exit]) != {second.header, *skips_two}:
         return None
-    if end.op is Op.CBR and end.successors[1] is not two.exit:
+    if not _same_iterations(one.trip, two.trip):
         return None
-    if two.trip.bound is not one.trip.bound and not _same_constant(two.trip.bound, one.trip.bound):
-        return None
-    return one, two
+    if one.parallel != two.parallel:
+        return None  # fused, a parallel loop would run serially
+    deciding_one = {guard for guard in guards_one if not _only_when_empty(guard, one.trip)}
+    deciding_two = {guard for guard in guards_two if not _only_when_empty(guard, two.trip)}
+    if deciding_one != deciding_two:
+        return None  # one loop may run where the other does not
+    return Pair(one, two, skips_one, chain_two, skips_two)
 
 
-def _same_constant(a: Value, b: Value) -> bool:
-    return isinstance(a, Constant) and isinstance(b, Constant) and a.value == b.value
+def _same_iterations(one: TripCount, two: TripCount) -> bool:
+    """Do the two induction variables take the same values, in the same order (same start, constant step,
+    exit test and bound)? Then iteration k of one loop is iteration k of the other."""
+    return one.iv.step.value == two.iv.step.value and one.predicate is two.predicate \
+        and _same(one.iv.start, two.iv.start) and _same(one.bound, two.bound)  # type: ignore[attr-defined]
 
 
-def _fusible(one: Candidate, two: Candidate) -> bool:
+def _same(a: Value, b: Value) -> bool:
+    return a is b or isinstance(a, Constant) and isinstance(b, Constant) and a.value == b.value
+
+
+def _extent(trip: TripCount) -> Value | None:
+    """The value t for which t <= 0 means the loop runs zero times: the bound of `0, 1, ... < t` (or
+    `!= t`), the start of `t, t-1, ... != 0`; None for other loops."""
+    step = trip.iv.step.value  # type: ignore[attr-defined]
+    if step == 1 and _is_zero(trip.iv.start) and trip.predicate in (Op.ICMP_SLT, Op.ICMP_NE):
+        return trip.bound
+    if step == -1 and _is_zero(trip.bound) and trip.predicate in (Op.ICMP_SGT, Op.ICMP_NE):
+        return trip.iv.start
+    return None
+
+
+def _behind(block: Block, start: Block, preds: dict[Block, list[Block]]) -> bool:
+    """Is `block` at the end of a chain of single-predecessor blocks that begins at `start`?"""
+    seen = set()
+    while block is not start:
+        if len(preds[block]) != 1 or block in seen:
+            return False
+        seen.add(block)
+        block = preds[block][0]
+    return True
+
+
+def _only_when_empty(guard: Guard, trip: TripCount) -> bool:
+    """Does the guard skip the loop only when it would run zero times (so skipping is running it zero
+    times)? `t > 0` entering, `t <= 0` skipping, and `t == 0` / `t != 0` for a `t` known not negative,
+    where t is the loop's extent or the `x` of an extent `imax x, 0`. (A `!=` loop with a negative extent
+    would not stop, so its guards must not be taken for harmless unless t is known not negative.)"""
+    condition, enter_when = guard
+    bound = _extent(trip)
+    if bound is None or not isinstance(condition, Instruction) or len(condition.operands) != 2:
+        return False
+    clamped = isinstance(bound, Instruction) and bound.op is Op.IMAX and _is_zero(bound.operands[1])
+    names = {bound} | ({bound.operands[0]} if clamped else set())  # type: ignore[union-attr]
+    left, right = condition.operands
+    op = condition.op
+    if _is_zero(left) and right in names:  # 0 < t, 0 >= t
+        op, left, right = {Op.ICMP_SLT: Op.ICMP_SGT, Op.ICMP_SGE: Op.ICMP_SLE}.get(op), right, left
+    if left not in names or not _is_zero(right):
+        return False
+    not_negative = (left is bound and clamped) or (isinstance(left, Constant) and int(left.value) >= 0)
+    if op is Op.ICMP_SGT or op is Op.ICMP_NE and not_negative:
+        return enter_when  # true exactly when t > 0: entering then is harmless
+    if op is Op.ICMP_SLE or op is Op.ICMP_EQ and not_negative:
+        return not enter_when
+    return False
+
+
+def _is_zero(value: Value) -> bool:
+    return isinstance(value, Constant) and value.type.is_int and int(value.value) == 0  # type: ignore[union-attr]
+
+
+def _body_entry(candidate: Candidate) -> Block | None:
+    """The header's successor inside the loop, when the header is its only predecessor and it has no phis."""
+    header = candidate.loop.header
+    inside = [block for block in header.successors if block in candidate.loop]
+    if len(inside) != 1 or inside[0].phis or inside[0] is header:
+        return None
+    preds = predecessors(header.function)[inside[0]]  # type: ignore[arg-type]
+    return inside[0] if preds == [header] else None
+
+
+def _fusible(pair: Pair) -> bool:
+    one, two = pair.one, pair.two
     header_two = two.loop.header
-    condition = header_two.terminator.operands[0]  # type: ignore[union-attr]
-    if [i for i in header_two.instructions[len(header_two.phis):-1]] != [condition]:
+    for inst in _header_computations(two):  # they move to L2's body
+        if not inst.info.pure or any(use.user.block not in two.loop for use in inst.uses):
+            return False
+    if len(one.loop.latches) != 1 or len(two.loop.latches) != 1 or _body_entry(two) is None:
         return False
     body_one = [i for b in one.loop.blocks for i in b.instructions]
     body_two = [i for b in two.loop.blocks for i in b.instructions]
@@ -127,7 +308,53 @@ def _fusible(one: Candidate, two: Candidate) -> bool:
     inside_one = set(body_one)
     if any(operand in inside_one for inst in body_two for operand in inst.operands):
         return False
+    tree = DominatorTree(header_two.function)  # type: ignore[arg-type]
+    if not _hoistable(pair, body_one, tree) or not _skipped_values_agree(pair, tree):
+        return False
     return _independent(one, two, body_one, body_two)
+
+
+def _header_computations(candidate: Candidate) -> list[Instruction]:
+    """The header's instructions other than its phis and its branch (the exit test, and for a loop
+    counting down the index of the iteration)."""
+    header = candidate.loop.header
+    return header.instructions[header.first_non_phi_index():-1]
+
+
+def _hoistable(pair: Pair, body_one: list[Instruction], tree: DominatorTree) -> bool:
+    """Can the instructions between E1 and L2's header run before L1, in L1's entering block? Pure ones
+    can, and loads of arrays L1 does not write, when their operands are defined before L1 (or on the way)."""
+    one = pair.one
+    written = {_array(i) for i in body_one if i.op in WRITES}
+    guarded = one.entering.terminator.op is Op.BR  # type: ignore[union-attr]  # else a load could run for no trip
+    moving = {inst for block in pair.chain_two for inst in block.instructions}
+    for inst in moving:
+        if inst.info.terminator:
+            continue
+        loads_safely = inst.op is Op.LOAD and guarded and _array(inst) not in written
+        if isinstance(inst, Phi) or not (inst.info.pure or loads_safely):
+            return False
+        for operand in inst.operands:
+            if isinstance(operand, Instruction) and operand not in moving \
+                    and not tree.dominates(operand.block, one.entering):  # type: ignore[arg-type]
+                return False
+    return True
+
+
+def _skipped_values_agree(pair: Pair, tree: DominatorTree) -> bool:
+    """The phis of E2 take one value on all the edges that skip L2 (fused, only E1's edge skips both
+    loops, when L1 can be skipped at all), and that value is there at E1."""
+    if pair.skips_one and not pair.skips_two and pair.two.exit.phis:
+        return False  # what L2's values are when it runs zero times would have to be worked out
+    for phi in pair.two.exit.phis:
+        values = {phi.incoming_value(block) for block in pair.skips_two}
+        if len(values) > 1:
+            return False
+        value = next(iter(values), None)
+        if pair.skips_one and isinstance(value, Instruction) \
+                and not tree.strictly_dominates(value.block, pair.one.exit):  # type: ignore[arg-type]
+            return False
+    return True
 
 
 def _independent(one: Candidate, two: Candidate, body_one: list[Instruction], body_two: list[Instruction]) -> bool:
@@ -140,7 +367,7 @@ def _independent(one: Candidate, two: Candidate, body_one: list[Instruction], bo
         for first in accesses_one:
             if _array(first) is not _array(second) or (first.op not in WRITES and second.op not in WRITES):
                 continue
-            if not _in_order(_indices(first), one, _indices(second), two):
+            if not _in_order(_indices(first), one, _indices(second), two, same_iteration=one.parallel):
                 return False
     return True
 
@@ -170,6 +397,9 @@ def _affine(value: Value, candidate: Candidate) -> Affine | None:
         return (0, None, int(value.value)) if value.type.is_int else None  # type: ignore[union-attr]
     if is_loop_invariant(value, candidate.loop):
         return 0, value, 0
+    if isinstance(value, Instruction) and value.op is Op.INEG:
+        inner = _affine(value.operands[0], candidate)
+        return (-inner[0], None, -inner[2]) if inner is not None and inner[1] is None else None
     if not isinstance(value, Instruction) or value.op not in (Op.IADD, Op.ISUB, Op.IMUL):
         return None
     parts = [_affine(operand, candidate) for operand in value.operands]
@@ -191,75 +421,84 @@ def _affine(value: Value, candidate: Candidate) -> Affine | None:
     return a1 + a2, s1 if s1 is not None else s2, c1 + c2
 
 
-def _in_order(first: tuple[Value, ...], one: Candidate, second: tuple[Value, ...], two: Candidate) -> bool:
-    """Do iteration j of L1 and iteration i of L2 reach the same element only when j <= i?"""
+def _in_order(first: tuple[Value, ...], one: Candidate, second: tuple[Value, ...], two: Candidate,
+              same_iteration: bool) -> bool:
+    """Do iteration j of L1 and iteration i of L2 reach the same element only when j <= i (only when j == i
+    if `same_iteration`: the iterations of parallel loops run on different work items)? One index that
+    agrees only at one offset j - i decides it, whatever the other indices are; an index that never agrees
+    proves there is no conflict at all."""
     offsets: set[int] = set()
-    every_pair = True
     for x, y in zip(first, second, strict=True):
         fx, fy = _affine(x, one), _affine(y, two)
         if fx is None or fy is None:
-            return False
+            continue  # unknown: agrees for any pair of iterations, as far as the test knows
         (a1, s1, c1), (a2, s2, c2) = fx, fy
         if s1 is not s2:
-            return False
+            continue
         if a1 == a2 == 0:
             if c1 != c2:
                 return True  # this index never agrees: never the same element
             continue
         if a1 != a2:
-            return False
+            continue
         if (c2 - c1) % a1:
             return True
         offsets.add((c2 - c1) // a1)  # j - i
-        every_pair = False
-    if every_pair:
-        return False  # the same element in every pair of iterations
+    if not offsets:
+        return False  # no index ties the iterations together: not proven
     if len(offsets) > 1:
         return True  # the indices agree for different offsets: never at once
-    return offsets.pop() <= 0
+    offset = offsets.pop()  # in values of the induction variable: iterations j - i = offset / step
+    return offset == 0 if same_iteration else offset * one.trip.iv.step.value <= 0  # type: ignore[attr-defined]
 
 
-def _fuse(one: Candidate, two: Candidate) -> None:
+def _fuse(pair: Pair) -> None:
+    one, two = pair.one, pair.two
     loop_one, loop_two = one.loop, two.loop
     header_one, header_two = loop_one.header, loop_two.header
-    latch_one, body_two = loop_one.latches[0], loop_two.latches[0]
-    entering_one = loop_one.entering_blocks[0]
+    latch_one, latch_two = loop_one.latches[0], loop_two.latches[0]
+    body_two = _body_entry(two)
+    assert body_two is not None
     iv_one, iv_two = one.trip.iv.phi, two.trip.iv.phi
-    if "parallel" not in iv_two.flags:
-        for phi in header_one.phis:
-            phi.flags.discard("parallel")
-    iv_two.replace_all_uses_with(iv_one)
     function = header_one.function
     assert function is not None
-    # L2's body goes on L1's back edge, in a block of its own: L1's latch may also be an inner loop's block
-    back = function.add_block(f"{header_one.name or 'loop'}.fused", after=latch_one)
-    latch_one.terminator.replace_successor(header_one, back)  # type: ignore[union-attr]
+    iv_two.replace_all_uses_with(iv_one)
+    start = body_two.instructions[0]
+    for inst in _header_computations(two):
+        inst.move_before(start)
+    anchor = one.entering.terminator
+    assert anchor is not None
+    for block in pair.chain_two:  # L2's invariants now run before L1
+        for inst in list(block.instructions[:-1]):
+            inst.move_before(anchor)
+    # L1's back edge now runs L2's body (L1's latch may also be an inner loop's block: the edge redirected
+    # is the one towards L1's header), and L2's back edge returns to L1's header
+    latch_one.terminator.replace_successor(header_one, body_two)  # type: ignore[union-attr]
+    latch_two.terminator.replace_successor(header_two, header_one)  # type: ignore[union-attr]
     for phi in header_one.phis:
-        phi.replace_incoming_block(latch_one, back)
-    Builder(back).br(header_one)
-    latch_one = back
+        phi.replace_incoming_block(latch_one, latch_two)
     for phi in header_two.phis:
         if phi is iv_two:
             continue
-        start, next_value = phi.incoming_value(one.exit), phi.incoming_value(body_two)
         moved = Phi(phi.type, name=phi.name, loc=phi.loc)
+        moved.flags |= phi.flags
         header_one.insert(header_one.first_non_phi_index(), moved)
-        moved.add_incoming(entering_one, start)
-        moved.add_incoming(latch_one, next_value)
+        moved.add_incoming(one.entering, phi.incoming_value(two.entering))
+        moved.add_incoming(latch_two, phi.incoming_value(latch_two))
         phi.replace_all_uses_with(moved)
-    anchor = latch_one.terminator
-    assert anchor is not None
-    for inst in list(body_two.instructions[:-1]):
-        inst.move_before(anchor)
+    # E2 is now reached from L1's header, and from E1 when L1 can be skipped (then L2 is skipped too)
     for phi in two.exit.phis:
+        skipped = phi.incoming_value(pair.skips_two[0]) if pair.skips_two else None
+        for block in pair.skips_two:
+            phi.remove_incoming(block)
         phi.replace_incoming_block(header_two, header_one)
+        if pair.skips_one:
+            assert skipped is not None, "E1 is reached by a skip, so E2 has a skip edge too"
+            phi.add_incoming(one.exit, skipped)
     header_one.terminator.replace_successor(one.exit, two.exit)  # type: ignore[union-attr]
-    exit_end = one.exit.terminator
-    assert exit_end is not None
-    guarded = exit_end.op is Op.CBR  # then the guard's other edge still reaches one.exit
-    exit_end.erase()
-    dead = [header_two, body_two]
-    if guarded:
+    one.exit.terminator.erase()  # type: ignore[union-attr]
+    dead = [header_two, *pair.chain_two]
+    if pair.skips_one:
         Builder(one.exit).br(two.exit)
     else:
         dead.append(one.exit)
@@ -267,3 +506,82 @@ def _fuse(one: Candidate, two: Candidate) -> None:
         for inst in list(block.instructions)[::-1]:
             inst.drop_operands()
         function.remove_block(block)
+
+
+# --- temporaries that fusion leaves private to one iteration ---------------------------------------------
+
+
+def scalarize_private_arrays(function: Function) -> bool:
+    """Replace each local array whose every access is in one block of a loop, at one index that differs
+    from iteration to iteration, by the values stored into it; then the array disappears (module
+    docstring, "temporaries")."""
+    changed = False
+    nest = LoopNest(function)
+    for alloc in [inst for inst in function.instructions() if inst.op is Op.ALLOC]:
+        block = _private_block(alloc, nest)
+        if block is not None:
+            _scalarize(alloc, block)
+            changed = True
+    return changed
+
+
+def _private_block(alloc: Instruction, nest: LoopNest) -> Block | None:
+    """The block where the accesses of `alloc` can be replaced by values, or None."""
+    if is_growable_alloc(alloc) or any(use.user.op is not Op.DIM and not _accesses_as_array(use.user, alloc)
+                                       for use in alloc.uses):
+        return None
+    accesses = [use.user for use in alloc.uses if use.user.op is not Op.DIM]
+    if not accesses or len({inst.block for inst in accesses}) != 1:
+        return None
+    block = accesses[0].block
+    loop = nest.loop_of(block)  # type: ignore[arg-type]
+    if loop is None or len({_indices(inst) for inst in accesses}) != 1:
+        return None
+    candidate = _counted(loop)
+    if candidate is None or not any(_varies(index, candidate) for index in _indices(accesses[0])):
+        return None  # one element touched by several iterations: its value carries over
+    ordered = [inst for inst in block.instructions if inst in set(accesses)]
+    if ordered[0].op is Op.STORE:
+        return block  # every iteration writes its element before reading it
+    # the first access reads the element's value before the iteration: that of `iz.zeros`, if every
+    # iteration leaves 0.0 behind or the loop runs once per execution of the alloc
+    if ZEROED not in alloc.flags:
+        return None
+    last = [inst for inst in ordered if inst.op is Op.STORE][-1:]
+    restores = bool(last) and _is_positive_zero(last[0].operands[0])
+    once = nest.loop_of(alloc.block) is loop.parent  # type: ignore[arg-type]
+    return block if restores or once else None
+
+
+def _accesses_as_array(inst: Instruction, array: Value) -> bool:
+    if inst.op is Op.LOAD:
+        return inst.operands[0] is array and array not in inst.operands[1:]
+    return inst.op is Op.STORE and inst.operands[1] is array and array not in (inst.operands[0], *inst.operands[2:])
+
+
+def _varies(index: Value, candidate: Candidate) -> bool:
+    """Is the index `a*k + s + c` with a != 0: a different element in each iteration?"""
+    form = _affine(index, candidate)
+    return form is not None and form[0] != 0
+
+
+def _is_positive_zero(value: Value) -> bool:
+    return isinstance(value, Constant) and value.type.is_float and value.value == 0.0 \
+        and math.copysign(1.0, value.value) > 0  # type: ignore[union-attr]
+
+
+def _scalarize(alloc: Instruction, block: Block) -> None:
+    element = alloc.type.element  # type: ignore[attr-defined]
+    current: Value | None = Constant(element, 0.0 if element.is_float else 0) if ZEROED in alloc.flags else None
+    for inst in [i for i in block.instructions if i.op in (Op.LOAD, Op.STORE) and _array(i) is alloc]:
+        if inst.op is Op.STORE:
+            current = inst.operands[0]
+        else:
+            assert current is not None, "checked: the first access stores, or the array is zeroed"
+            inst.replace_all_uses_with(current)
+        inst.erase()
+    for use in list(alloc.uses):
+        dim = use.user
+        dim.replace_all_uses_with(alloc.operands[dim.attrs["axis"]])
+        dim.erase()
+    alloc.erase()

@@ -41,7 +41,7 @@ from isozyme.optimize.function_attributes import function_attributes
 from isozyme.optimize.inline import DEFAULT_THRESHOLD, inline
 from isozyme.optimize.instcombine import instcombine
 from isozyme.optimize.loop_canonicalization import loop_canonicalization
-from isozyme.optimize.loop_fusion import loop_fusion
+from isozyme.optimize.loop_fusion import loop_fusion, scalarize_private_arrays
 from isozyme.optimize.loop_invariant_code_motion import loop_invariant_code_motion
 from isozyme.optimize.mem2reg import mem2reg
 from isozyme.optimize.simplify_cfg import simplify_cfg
@@ -92,6 +92,8 @@ REGISTRY: dict[str, Pass] = {p.name: p for p in (
     Pass("licm", loop_invariant_code_motion, "hoist loop-invariant instructions into the preheader"),
     Pass("cse", common_subexpression_elimination, "dominator-scoped value numbering of pure ops and loads"),
     Pass("loop-fusion", loop_fusion, "fuse adjacent loops over the same iteration space when no dependence forbids"),
+    Pass("scalarize-temporaries", scalarize_private_arrays,
+         "replace a local array private to the iterations of a loop by the values stored into it"),
 )}
 """Every pass, by short name."""
 
