@@ -1,0 +1,172 @@
+"""The kernels of `python -m isozyme bench` (issue 10), one module per benchmark, in one shape.
+
+Each module of this package defines its kernels (`@iz.kernel`), a seeded input generator, a numpy (or pure
+Python) reference of what the kernel computes, and `BENCHMARK`, a `Benchmark` (below), or `BENCHMARKS`, a
+tuple of them where one module holds several (ode.py: Euler and RK4). A harness iterates over them without
+knowing anything else about the modules:
+
+    from benchmarks.suite import all_benchmarks, run_primal, run_gradient
+
+    for bench in all_benchmarks():
+        for size in bench.sizes["quick"]:              # or "full"
+            args = bench.make_args(**size)             # fresh arguments, in the kernel's parameter order
+            run_primal(bench, args)                    # bench.kernel(*args)
+            grad = run_gradient(bench, args, opt="post")   # or opt="pre"
+            reference = bench.reference(*args)         # numpy: Primal(value, outputs)
+
+The shape, field by field (`Benchmark`):
+- `name`: the table row ("gmm", "ba", ...); `kernel`: the primal kernel (its helper kernels are called from
+  it); `activity`: one of "const", "dup", "active" per kernel parameter, as `iz.show_ir(..., activity=...)`
+  takes them. Integer parameters are always "const".
+- `sizes`: {"quick": (size, ...), "full": (size, ...)}, each size a dict of keyword arguments of
+  `make_args` (e.g. {"d": 10, "K": 25, "n": 1000}); `make_args(seed=0, **size)` returns a tuple of fresh
+  numpy arrays and scalars, deterministic for a seed (kernels that write an argument get new arrays each
+  call, so the harness calls `make_args` again, or copies, when it needs the original inputs).
+- `seeds(args)`: {parameter index: cotangent array} for the "dup" arrays the kernel writes (its outputs);
+  every other "dup" array gets a zero shadow, which accumulates the adjoint. `seed_return` is the adjoint of
+  the scalar return value (1.0). Together they define the scalar objective whose gradient is computed,
+  L = seed_return * return + sum_k <seeds[k], output_k> (`objective`), which the tests check against
+  central finite differences of the numpy reference.
+- `reference(*args)`: the numpy reference, a `Primal(value, outputs)`: the scalar the kernel returns (None
+  if none) and {parameter index: array} for the arrays it writes. It never modifies `args`.
+- `gradient`: None for "one `iz.autodiff` call with the activities and seeds above" (`run_gradient` does it);
+  or a driver `gradient(args, opt) -> Gradient` for benchmarks whose derivative is several sweeps (BA's
+  Jacobian blocks: two reverse sweeps, one per residual component).
+- `label(size)`: a short text for tables ("d=10 K=25 n=1000"); `scale(size)`: one number per size for the
+  x axis of plots (the problem size in the benchmark's natural unit).
+
+`run_gradient` returns a `Gradient(value, shadows, active)`: the primal return value, {parameter index:
+shadow array} for every "dup" parameter after the call, and {parameter index: adjoint} for every "active"
+scalar (a custom `gradient` driver documents its own keys: BA's are the names of its Jacobian blocks).
+
+The modules, in table order (`MODULES`): norm and relu3 (examples/, imported), gmm (ADBench, the kernel of
+examples/gmm.py), ba and lstm (ADBench), ode (Enzyme: Euler and RK4), fft (Enzyme), brusselator (Enzyme's
+ode-real vector-Jacobian product), mlp (SGD training in the kernel). Each module's docstring says where its
+facts (formulas, constants, data) come from and where the kernel departs from the reference's code.
+Correctness: tests/test_bench_kernels.py (ADBench's golden values, numpy references, finite differences).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+import isozyme as iz
+
+EXAMPLES = Path(__file__).resolve().parent.parent.parent / "examples"
+MODULES = ("norm", "relu3", "gmm", "ba", "lstm", "ode", "fft", "brusselator", "mlp")
+
+
+@dataclass(frozen=True)
+class Primal:
+    """What a kernel computes: its scalar return value (None if none) and the arrays it writes, by
+    parameter index."""
+
+    value: float | None
+    outputs: Mapping[int, np.ndarray] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Gradient:
+    """A derivative: the primal return value, the shadows of the "dup" parameters after the call (by index)
+    and the adjoints of the "active" scalars (by index)."""
+
+    value: float | None
+    shadows: Mapping[int, np.ndarray]
+    active: Mapping[int, float] = field(default_factory=dict)
+
+
+def no_seeds(args: tuple) -> dict[int, np.ndarray]:
+    """The seeds of a kernel that writes no differentiated array (it returns its objective)."""
+    return {}
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """One benchmark of the suite: the module docstring describes every field."""
+
+    name: str
+    kernel: iz.Kernel
+    activity: tuple[str, ...]
+    sizes: Mapping[str, tuple[Mapping[str, Any], ...]]
+    make_args: Callable[..., tuple]
+    reference: Callable[..., Primal]
+    label: Callable[[Mapping[str, Any]], str]
+    scale: Callable[[Mapping[str, Any]], float]
+    seeds: Callable[[tuple], dict[int, np.ndarray]] = no_seeds
+    seed_return: float = 1.0
+    gradient: Callable[[tuple, str], Gradient] | None = None
+    description: str = ""
+
+
+def load_example(name: str) -> ModuleType:
+    """Import examples/<name>.py by path as `isozyme_example_<name>`, once per process (the name the tests'
+    `example_modules.load_example` uses, so both share one module and its compiled kernels)."""
+    module_name = f"isozyme_example_{name}"
+    if module_name in sys.modules:
+        return sys.modules[module_name]
+    spec = importlib.util.spec_from_file_location(module_name, EXAMPLES / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def all_benchmarks() -> list[Benchmark]:
+    """Every benchmark of the suite, in table order."""
+    benchmarks: list[Benchmark] = []
+    for name in MODULES:
+        module = importlib.import_module(f"{__name__}.{name}")
+        benchmarks.extend(getattr(module, "BENCHMARKS", None) or (module.BENCHMARK,))
+    return benchmarks
+
+
+def run_primal(bench: Benchmark, args: tuple) -> object:
+    """The primal kernel on `args`."""
+    return bench.kernel(*args)
+
+
+def annotate(bench: Benchmark, args: tuple) -> tuple[list[object], dict[int, np.ndarray]]:
+    """The arguments of `iz.autodiff` for `args` (Duplicated with fresh shadows, Active, Const) and the
+    shadows by parameter index."""
+    seeds = bench.seeds(args)
+    annotated: list[object] = []
+    shadows: dict[int, np.ndarray] = {}
+    for index, (kind, value) in enumerate(zip(bench.activity, args)):
+        if kind == "dup":
+            shadows[index] = np.array(seeds[index], dtype=value.dtype) if index in seeds else np.zeros_like(value)
+            annotated.append(iz.Duplicated(value, shadows[index]))
+        elif kind == "active":
+            annotated.append(iz.Active(value))
+        else:
+            annotated.append(iz.Const(value))
+    return annotated, shadows
+
+
+def run_gradient(bench: Benchmark, args: tuple, opt: str = "post", backend: str | None = None) -> Gradient:
+    """The benchmark's derivative on `args` (module docstring)."""
+    if bench.gradient is not None:
+        return bench.gradient(args, opt)
+    annotated, shadows = annotate(bench, args)
+    value, adjoints = iz.autodiff(bench.kernel, *annotated, seed=bench.seed_return, opt=opt, backend=backend)
+    active_positions = [i for i, kind in enumerate(bench.activity) if kind == "active"]
+    return Gradient(value, shadows, dict(zip(active_positions, adjoints)))
+
+
+def objective(bench: Benchmark, args: tuple) -> float:
+    """The scalar whose gradient `run_gradient` computes, from the numpy reference: seed_return * value +
+    sum of <seed, output> over the written "dup" arrays."""
+    primal = bench.reference(*args)
+    total = bench.seed_return * primal.value if primal.value is not None else 0.0
+    for index, seed in bench.seeds(args).items():
+        total += float(np.sum(seed * primal.outputs[index]))
+    return float(total)

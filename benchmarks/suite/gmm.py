@@ -1,0 +1,68 @@
+"""ADBench's Gaussian mixture model objective: the kernels of examples/gmm.py (imported), ADBench's sizes.
+
+The objective is `gmm_objective(alphas, means, icf, x, gamma, m, log_gamma_d)` of the example (its docstring
+gives the formula and ADBench's `icf` layout); the gradient is with respect to alphas, means and icf
+(ADBench's 'J', in that order when flattened). `make_args` draws ADBench's distributions from a seeded NumPy
+generator (`gmm_data` of the example) at d in {2, 10, 20, 64}, K in {5, 10, 25, 50, 100}, n = 1,000;
+`read_adbench_gmm` parses ADBench's input files (data/gmm/*.txt: "d K n", alphas, means, icf, x, "gamma m").
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from benchmarks.suite import Benchmark, Primal, load_example
+
+_example = load_example("gmm")
+gmm_objective = _example.gmm_objective
+log_gamma_distrib = _example.log_gamma_distrib
+GMMInput = _example.GMMInput
+
+FULL_D = (2, 10, 20, 64)
+FULL_K = (5, 10, 25, 50, 100)
+
+
+def args_of(data: GMMInput) -> tuple:
+    """The kernel's arguments for one problem, with the log-gamma constant computed here."""
+    d = data.means.shape[1]
+    return (data.alphas, data.means, data.icf, data.x, float(data.gamma), int(data.m),
+            log_gamma_distrib(0.5 * (d + data.m + 1), d))
+
+
+def make_args(d: int, K: int, n: int = 1000, seed: int = 0) -> tuple:
+    return args_of(_example.gmm_data(d, K, n, seed=seed))
+
+
+def read_adbench_gmm(text: str, replicate_point: bool = False) -> GMMInput:
+    """An ADBench GMM input file's contents (its `read_gmm_instance`): "d K n", K alphas, K means of d, K icf
+    rows of d(d+1)/2, n points of d (or one point replicated n times), then "gamma m"."""
+    tokens = text.split()
+    d, K, n = (int(t) for t in tokens[:3])
+    values = iter(float(t) for t in tokens[3:])
+
+    def take(count: int) -> np.ndarray:
+        return np.array([next(values) for _ in range(count)])
+    alphas = take(K)
+    means = take(K * d).reshape(K, d)
+    icf = take(K * d * (d + 1) // 2).reshape(K, d * (d + 1) // 2)
+    x = np.tile(take(d), (n, 1)) if replicate_point else take(n * d).reshape(n, d)
+    gamma, m = next(values), int(next(values))
+    return GMMInput(alphas, means, icf, np.ascontiguousarray(x), gamma, m)
+
+
+def reference(alphas, means, icf, x, gamma, m, log_gamma_d) -> Primal:
+    return Primal(_example.gmm_objective_numpy(GMMInput(alphas, means, icf, x, gamma, m)))
+
+
+BENCHMARK = Benchmark(
+    name="gmm",
+    kernel=gmm_objective,
+    activity=("dup", "dup", "dup", "const", "const", "const", "const"),
+    sizes={"quick": ({"d": 2, "K": 5, "n": 1000}, {"d": 10, "K": 25, "n": 1000}),
+           "full": tuple({"d": d, "K": K, "n": 1000} for d in FULL_D for K in FULL_K)},
+    make_args=make_args,
+    reference=reference,
+    label=lambda size: f"d={size['d']} K={size['K']} n={size['n']}",
+    scale=lambda size: size["K"] * size["d"] * (size["d"] + 1) // 2 + size["K"] * (size["d"] + 1),
+    description="ADBench GMM objective, gradient w.r.t. alphas, means, icf",
+)
