@@ -1,6 +1,7 @@
 """The examples in examples/: every kernel against its undecorated Python function (`kernel.py_func`) on seeded
-random inputs (exact for integers, 1e-12 relative for f64), GMM against its independent numpy formulation
-(1e-10 relative), and norm.py run as a script. Sizes are small: kernels run on whatever backend the call
+random inputs (exact for integers, 1e-12 relative for f64), GMM and the MLP loss against their independent
+numpy formulations (1e-10 relative), the MLP's gradient against central differences of its numpy loss, and
+norm.py run as a script. Sizes are small: kernels run on whatever backend the call
 picks, the interpreter included."""
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ matvec = load_example("matvec")
 gmm = load_example("gmm")
 heat = load_example("heat")
 euler = load_example("euler")
+mlp = load_example("mlp")
 
 
 def assert_close(actual: object, expected: object, rtol: float = RTOL) -> None:
@@ -177,6 +179,29 @@ def test_log_gamma_distrib_closed_forms() -> None:
     assert_close(gmm.log_gamma_distrib(2.0, 3), math.log(math.pi**2 / 2))
 
 
+# ---- mlp --------------------------------------------------------------------------------------------------
+
+def test_mlp_matches_python_and_numpy() -> None:
+    problem = mlp.mlp_data(d=5, hidden=4, out=3, batch=6, seed=7)
+    loss = check_against_py_func(mlp.mlp_loss, *problem)
+    assert_close(loss, mlp.mlp_loss_numpy(*problem), rtol=1e-10)
+    h = np.empty((4, 6))
+    check_against_py_func(mlp.dense, h, problem.W1, problem.X)
+    check_against_py_func(mlp.bias_sigmoid, problem.W1 @ problem.X, problem.b1)
+    check_against_py_func(mlp.mean_squared_error, problem.Y, np.zeros_like(problem.Y))
+
+
+def test_mlp_gradient_matches_finite_differences() -> None:
+    """`iz.grad` of the loss (on `llvm`, the default) against central differences of the numpy model;
+    `sgd_step` lowers the loss."""
+    problem = mlp.mlp_data(d=6, hidden=5, out=4, batch=3, seed=2)
+    gradients = mlp.mlp_gradient("llvm")(*problem)
+    assert [g.shape for g in gradients] == [p.shape for p in problem[:4]]
+    assert mlp.finite_difference_check(problem, gradients, samples=4) < 1e-6
+    stepped, before = mlp.sgd_step(problem, learning_rate=1.0, backend="llvm")
+    assert mlp.mlp_loss(*stepped) < before
+
+
 # ---- O0 and O2 compute the same bits -----------------------------------------------------------------------
 
 def _gmm_args(rng: np.random.Generator) -> tuple:
@@ -195,6 +220,7 @@ O2_CASES = {
     "gmm_objective": (gmm.gmm_objective, _gmm_args),
     "heat": (heat.heat, lambda r: (r.standard_normal(12), 0.4, 5)),
     "euler": (euler.euler, lambda r: (r.standard_normal(8), 0.01, 6, 0.3, 0.05)),
+    "mlp_loss": (mlp.mlp_loss, lambda r: tuple(mlp.mlp_data(d=5, hidden=4, out=3, batch=6, seed=int(r.integers(99))))),
 }
 
 

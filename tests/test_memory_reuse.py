@@ -1,39 +1,57 @@
-"""Memory plans (`optimize/memory_reuse.py`): buffers, liveness, packing and `iz.show_memory`.
+"""Memory reuse (`optimize/memory_reuse.py`): buffers, liveness, the slot layout, `iz.show_memory`, the
+`view` op and the arena placement codegen runs.
 
-Every plan is checked by `validate_plan`, a pairwise check written apart from the packer. The liveness is
+Every plan is checked by `validate_plan`, a pairwise check written apart from the layout. The liveness is
 checked by running: `run_in_arena` executes a function in the reference interpreter with its planned
-allocs placed at their offsets of one shared byte arena (what codegen will do), so a plan that lets two
-live buffers overlap corrupts a value and the result differs from the plain run.
+allocs placed at their offsets of one shared byte arena, so a plan that lets two live buffers overlap
+corrupts a value and the result differs from the plain run. The placement itself (`place_in_arena`, allocs
+become `view`s) is checked the same way: the placed function must compute exactly what the unplaced one
+computes, in the interpreter and on the llvm and opencl backends. The arenas are not zeroed, so a buffer
+that is read after another one overwrote its bytes shows up.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
 
+import gradgen
+import kernelgen
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import isozyme as iz
+from isozyme import Array, f64, i64
+from isozyme.codegen.abi import CodegenOptions
+from isozyme.codegen.llvm import emit_llvm
 from isozyme.optimize.memory_reuse import (
     ARENA_ALIGNMENT,
     Buffer,
     BufferStatus,
     MemoryPlan,
     MemoryPlanError,
+    lay_out_slots,
+    pack,
+    place_in_arena,
+    place_module_in_arena,
     plan_buffers,
     plan_memory,
     validate_plan,
 )
 from isozyme.runtime.autodiff import differentiate, parse_activity
+from isozyme.runtime.llvm_backend import llvm_ir
 from isozyme.ssa import interpreter
 from isozyme.ssa.interpreter import run_function
 from isozyme.ssa.ir import Function
 from isozyme.ssa.ops import Op
-from isozyme.ssa.parser import parse_module
-from isozyme.ssa.verifier import verify
+from isozyme.ssa.parser import ParseError, parse_module
+from isozyme.ssa.printer import print_module
+from isozyme.ssa.verifier import VerificationError, verify
 from tests.example_modules import load_example
 
 FUNCTIONS = """
@@ -339,3 +357,405 @@ def test_packing_is_valid_and_never_worse_than_no_reuse(buffers: list[Buffer]) -
     disjoint = all(a is b or a.live[1] < b.live[0] or b.live[1] < a.live[0] for a in buffers for b in buffers)
     if disjoint:
         assert plan.used == max((buffer.aligned_size for buffer in buffers), default=0)
+
+
+def test_best_fit_offsets_are_valid_too() -> None:
+    """`pack` is only the comparison figure; its offsets must still respect liveness."""
+    function = gmm_gradient()
+    gmm = load_example("gmm")
+    data = gmm.gmm_data(d=3, K=4, n=5, seed=2)
+    plan = plan_memory(function, {"alphas": (4,), "means": (4, 3), "icf": data.icf, "x": (5, 3)})
+    assert plan.best_fit <= plan.used <= plan.requested and f"best fit would use {plan.best_fit} B" in plan.format()
+    for buffer, offset in pack(plan.planned).items():
+        buffer.offset = offset
+    plan.used = plan.best_fit
+    validate_plan(plan)
+
+
+def test_a_slot_shared_by_buffers_live_together_is_caught() -> None:
+    """The validator checks the slot layout at concrete sizes: forcing %acc and %tmp, which a back edge
+    keeps live together, into one slot is rejected, and so is its run."""
+    function = module_functions()["loop_carried"]
+    plan = plan_memory(function)
+    for buffer in plan.buffers:
+        buffer.slot = 0
+    plan.used = lay_out_slots(plan.planned, 1)
+    with pytest.raises(MemoryPlanError, match="live together"):
+        validate_plan(plan)
+    assert run_in_arena(function, plan, 5) != 10.0
+
+
+# --- the view op -------------------------------------------------------------------------------------------
+
+VIEWS = """func @views(%n: i64, %x: f64) -> f64 {
+entry:
+  %arena = alloc i64[24]
+  %a = view f64[%n, 2] %arena, 8 zeroed
+  %b = view i32[3] %arena, 0
+  store %x, %a[1, 1]
+  store 7:i32, %b[2]
+  %v = load %a[1, 1]
+  %w = load %a[0, 0]
+  %s = fadd %v, %w
+  ret %s
+}
+"""
+
+
+def test_view_round_trips_verifies_and_runs() -> None:
+    module = parse_module(VIEWS, "views")
+    verify(module)
+    assert print_module(module) == VIEWS
+    assert run_function(module["views"], 4, 2.5) == 2.5
+    with pytest.raises(ValueError, match="negative extent"):
+        run_function(module["views"], -1, 2.5)
+    with pytest.raises(MemoryError, match="outside the arena"):
+        run_function(module["views"], 9, 2.5)
+
+
+def test_a_view_shares_its_arenas_bytes() -> None:
+    """Two views at one offset are one memory: an f64 stored through one is its bits through the other."""
+    module = parse_module("""func @alias(%x: f64) -> i64 {
+entry:
+  %arena = alloc i64[8]
+  %a = view f64[1] %arena, 0
+  %b = view i64[1] %arena, 0
+  store %x, %a[0]
+  %bits = load %b[0]
+  ret %bits
+}
+""", "alias")
+    verify(module)
+    assert run_function(module["alias"], 1.5) == int(np.float64(1.5).view(np.int64))
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    ("%arena = alloc f64[8]\n  %v = view f64[2] %arena, 0", "arena must be a plain alloc of i64"),
+    ("%arena = alloc i64[8] growable\n  %v = view f64[2] %arena, 0", "arena must be a plain alloc of i64"),
+    ("%arena = alloc i64[8]\n  %v = view f64[2] %arena, 4", "not a multiple of 8 words"),
+    ("%arena = alloc i64[8]\n  %v = view f64[2] %arena, %x", "offset must be i64"),
+    ("%arena = alloc i64[8]\n  %v = view f64[%x] %arena, 0", "extent 0 must be i64"),
+    ("%arena = alloc i64[8]\n  %v = view f64[2] %y, 0", "arena must be a plain alloc of i64"),
+])
+def test_view_verifier_errors(body: str, message: str) -> None:
+    text = f"func @bad(%x: f64, %y: i64[?]) {{\nentry:\n  {body}\n  ret\n}}\n"
+    with pytest.raises(VerificationError, match=message):
+        verify(parse_module(text, "bad"))
+
+
+def test_a_view_without_offset_does_not_parse() -> None:
+    with pytest.raises(ParseError):
+        parse_module("func @f() {\nentry:\n  %a = alloc i64[8]\n  %v = view f64[2] %a\n  ret\n}\n", "f")
+
+
+# --- placement: interpreter ---------------------------------------------------------------------------------
+
+
+def placed_copy(function: Function) -> Function:
+    """`function` in a copy of its module (printed and parsed) whose functions are placed in arenas."""
+    module = parse_module(print_module(function.module), "placed")  # type: ignore[arg-type]
+    place_module_in_arena(module)
+    verify(module)
+    return module[function.name]
+
+
+def run_copied(function: Function, args: list[Any]) -> tuple[Any, list[Any]]:
+    """The result (or the exception's type) and the arguments after a run on copies of `args`."""
+    copies = kernelgen.copy_args(args)
+    try:
+        return run_function(function, *copies), copies
+    except (ArithmeticError, ValueError, IndexError, AssertionError, MemoryError) as error:
+        return type(error), copies
+
+
+def assert_placement_keeps_results(function: Function, args: list[Any]) -> Function:
+    """The placed copy computes bit for bit what `function` computes (its return value and every array)."""
+    placed = placed_copy(function)
+    expected, got = run_copied(function, args), run_copied(placed, args)
+    if isinstance(expected[0], type):
+        assert got[0] is expected[0]
+    else:
+        kernelgen.assert_bit_identical(expected, got)
+    return placed
+
+
+def views_and_arenas(function: Function) -> tuple[int, int]:
+    views = [inst for inst in function.instructions() if inst.op is Op.VIEW]
+    return len(views), len({view.operands[-2] for view in views})
+
+
+@pytest.mark.parametrize(("name", "args", "views"), [
+    ("disjoint", [2.5], 2), ("loop_carried", [5], 2), ("per_iteration", [4], 1), ("carried_array", [3], 1)])
+def test_placement_of_hand_written_functions(name: str, args: list[Any], views: int) -> None:
+    placed = assert_placement_keeps_results(module_functions()[name], args)
+    assert views_and_arenas(placed) == (views, 1)
+
+
+def test_placement_leaves_growable_dynamic_and_multi_instance_allocs() -> None:
+    functions = module_functions()
+    placed = placed_copy(functions["sizes"])
+    allocs = sorted(inst.name for inst in placed.instructions() if inst.op is Op.ALLOC)
+    assert allocs == ["arena", "dyn", "grown"] and views_and_arenas(placed) == (1, 1)
+    carried = placed_copy(functions["carried_array"])
+    assert [inst.name for inst in carried.instructions() if inst.op is Op.ALLOC] == ["arena", "next"]
+    assert not place_in_arena(carried)  # placed already: left as it is
+
+
+def test_placement_clones_extents_into_the_entry_and_shares_slots() -> None:
+    """Extents known at the start (an argument's dim and pure ops of it) are computed again at the start;
+    the two buffers of one formula with disjoint lifetimes get one slot, so one view offset."""
+    module = parse_module("""func @f(%x: f64[?]) -> f64 {
+entry:
+  %n = dim %x, 0
+  br next
+next:
+  %m = imul %n, 2
+  %a = alloc f64[%m]
+  store 1.0, %a[0]
+  %u = load %a[0]
+  %b = alloc f64[%m] zeroed
+  store %u, %b[1]
+  %v = load %b[1]
+  %w = load %b[0]
+  %s = fadd %v, %w
+  ret %s
+}
+""", "f")
+    function = module["f"]
+    placed = assert_placement_keeps_results(function, [np.ones(3)])
+    views = [inst for inst in placed.instructions() if inst.op is Op.VIEW]
+    assert len(views) == 2 and views[0].operands[-1] is views[1].operands[-1]
+    assert "zeroed" in views[1].flags and "zeroed" not in views[0].flags
+    arena = views[0].operands[-2]
+    before = placed.entry.instructions[:placed.entry.instructions.index(arena)]
+    assert arena.block is placed.entry and {inst.op for inst in before} == {Op.DIM, Op.IMUL, Op.IMAX, Op.IADD,
+                                                                           Op.IFLOORDIV}
+    assert run_function(placed, np.ones(3)) == 1.0
+
+
+def test_a_zeroed_array_in_a_serial_loop_is_zeroed_every_iteration() -> None:
+    module = parse_module("""func @f(%x: f64[?], %out: f64[?]) {
+entry:
+  %n = dim %x, 0
+  br header
+header:
+  %i = phi i64 [entry: 0, body: %i.next]
+  %c = icmp.slt %i, %n
+  cbr %c, body, exit
+body:
+  %t = alloc f64[4] zeroed
+  %old = load %t[1]
+  %xi = load %x[%i]
+  %new = fadd %old, %xi
+  store %new, %t[1]
+  %r = load %t[1]
+  store %r, %out[%i]
+  %i.next = iadd %i, 1
+  br header
+exit:
+  ret
+}
+""", "f")
+    x = np.arange(1.0, 6.0)
+    placed = assert_placement_keeps_results(module["f"], [x, np.zeros(5)])
+    assert views_and_arenas(placed) == (1, 1)
+    out = np.zeros(5)
+    run_function(placed, x, out)
+    assert np.array_equal(out, x)
+
+
+@iz.kernel
+def zeros_in_a_loop(out: Array[f64], x: Array[f64], n: i64):
+    for i in range(n):
+        t = iz.zeros(4, f64)  # without the re-zeroing, t[k] and t[j] would hold earlier iterations' values
+        k = i % 4
+        j = (i + 1) % 4
+        t[k] += x[i]
+        out[i] = t[k] + t[j]
+
+
+def test_a_zeroed_array_in_a_serial_loop_on_llvm() -> None:
+    x, n = np.arange(1.0, 8.0), 7
+    expected, got = np.zeros(n), np.zeros(n)
+    zeros_in_a_loop.compile("interp").entry(expected, x, n)
+    zeros_in_a_loop.compile("llvm").entry(got, x, n)
+    assert np.array_equal(got, expected) and np.array_equal(got, x)
+    emitted = iz.show_ir(zeros_in_a_loop, stage="llvm")
+    assert len(re.findall(r'call i8\* @"malloc"', emitted)) == 1 and "calloc" not in emitted
+    assert "llvm.memset" in emitted
+
+
+# --- placement: the examples' gradients ---------------------------------------------------------------------
+
+
+def gradient_arguments(function: Function, values: dict[str, Any], seed: int = 0) -> list[Any]:
+    """Arguments of a `diffe_<f>`: `values` by name, shadows `d_<x>` random (an active scalar's 1-element
+    adjoint array zero), the return seed 1."""
+    rng = np.random.default_rng(seed)
+    args: list[Any] = []
+    for arg in function.args:
+        if arg.name == "differet":
+            args.append(1.0)
+        elif arg.name in values:
+            args.append(values[arg.name])
+        else:
+            primal = values[arg.name[2:]]  # type: ignore[index]
+            args.append(rng.standard_normal(np.shape(primal)) if isinstance(primal, np.ndarray) else np.zeros(1))
+    return args
+
+
+def example_gradient(example: str, kernel: str, activity: tuple[str, ...]) -> Function:
+    source = getattr(load_example(example), kernel)
+    return differentiate(source, parse_activity(source, activity), "post").function
+
+
+def _gmm_values() -> dict[str, Any]:
+    data = load_example("gmm").gmm_data(d=2, K=3, n=4, seed=1)
+    return {"alphas": data.alphas, "means": data.means, "icf": data.icf, "x": data.x,
+            "wishart_gamma": data.gamma, "wishart_m": data.m, "log_gamma_d": 0.5}
+
+
+def _mlp_values() -> dict[str, Any]:
+    return dict(load_example("mlp").mlp_data(d=3, hidden=4, out=2, batch=5, seed=1)._asdict())
+
+
+EXAMPLE_GRADIENTS = {
+    "heat": (("heat", "heat", ("dup", "active", "const")),
+             lambda: {"u": np.sin(np.linspace(0.0, 3.0, 12)), "r": 0.3, "steps": 3}),
+    "gmm": (("gmm", "gmm_objective", ("dup", "dup", "dup", "const", "const", "const", "const")), _gmm_values),
+    "euler": (("euler", "euler", ("dup", "active", "const", "active", "active")),
+              lambda: {"y": np.linspace(-0.5, 0.5, 8), "dt": 0.01, "steps": 4, "beta": 0.3, "damping": 0.1}),
+    "norm": (("norm", "norm", ("dup", "dup", "const")),
+             lambda: {"out": np.zeros(6), "x": np.linspace(0.5, 2.0, 6), "n": 6}),
+    "mlp": (("mlp", "mlp_loss", ("dup", "dup", "dup", "dup", "const", "const")), _mlp_values),
+}
+
+
+@pytest.mark.parametrize("name", list(EXAMPLE_GRADIENTS))
+def test_placement_keeps_the_examples_gradients(name: str) -> None:
+    (example, kernel, activity), values = EXAMPLE_GRADIENTS[name]
+    function = example_gradient(example, kernel, activity)
+    allocs = sum(inst.op is Op.ALLOC for fn in function.module for inst in fn.instructions())  # type: ignore[union-attr]
+    placed = assert_placement_keeps_results(function, gradient_arguments(function, values()))
+    assert views_and_arenas(placed)[1] == (1 if allocs else 0)
+
+
+LOCAL_ARRAY_FEATURES = frozenset({"loss", "local_arrays", "local_arrays_in_loops", "nested_loops", "branches",
+                                  "helper_calls", "accumulators", "overwrites", "while_loops", "break"})
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_placement_keeps_random_gradients(seed: int, tmp_path: Path) -> None:
+    """Random differentiable programs with local arrays (`gradgen.py`), their gradients run unplaced and
+    placed. The seeds are fixed: the same programs every run."""
+    entropy = np.random.default_rng(seed).bytes(gradgen.ENTROPY_BYTES)
+    program = gradgen.generate_program(entropy, LOCAL_ARRAY_FEATURES)
+    kernel = kernelgen.load_module(program.source, tmp_path).entry
+    activity = tuple("dup" if kind == "farray" else "active" if kind == "f" else "const" for _, kind in program.params)
+    function = differentiate(kernel, parse_activity(kernel, activity), "post").function
+    values = dict(zip([name for name, _ in program.params], gradgen.arguments(program, np.random.default_rng(seed))))
+    assert_placement_keeps_results(function, gradient_arguments(function, values, seed))
+
+
+@settings(max_examples=12, deadline=None)
+@given(case=kernelgen.cases().filter(lambda case: "iz.zeros" in case[0].source or "iz.empty" in case[0].source))
+def test_placement_keeps_random_kernels(case: tuple[kernelgen.Program, tuple[Any, ...]],
+                                        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Random primal programs with local arrays (`kernelgen.py`), unoptimized (where mem2reg has promoted
+    none) and optimized, run unplaced and placed (derandomized by the test profile)."""
+    program, args = case
+    kernel = kernelgen.load_module(program.source, tmp_path_factory.mktemp("kernels")).entry
+    for pipeline in ("O0", "O2"):
+        assert_placement_keeps_results(kernel.optimized(pipeline)[1], list(args))
+
+
+# --- placement: the backends --------------------------------------------------------------------------------
+
+
+def _opencl_missing() -> str:
+    try:
+        from isozyme.runtime.opencl_backend import device
+        device()
+    except Exception as error:  # noqa: BLE001 - any reason the device cannot be had
+        return f"no OpenCL device: {error}"
+    return ""
+
+
+def test_llvm_makes_one_malloc_per_call_for_placed_arrays() -> None:
+    """diffe_heat's four local arrays (one zeroed) are four blocks unplaced, one arena placed; the runtime's
+    `llvm_ir` (and `_compile`) place them."""
+    function = example_gradient("heat", "heat", ("dup", "active", "const"))
+    unplaced = emit_llvm(function.module, function, CodegenOptions(), "iz_").ir_text  # type: ignore[arg-type]
+    allocations = re.compile(r'call i8\* @"(malloc|calloc)"')
+    assert sorted(allocations.findall(unplaced)) == ["calloc", "malloc", "malloc", "malloc"]
+    emitted = llvm_ir(function.module, function, CodegenOptions(), False)  # type: ignore[arg-type]
+    assert allocations.findall(emitted) == ["malloc"] and "llvm.memset" in emitted
+
+
+def autodiff_results(name: str, backend: str) -> tuple[Any, list[np.ndarray]]:
+    """`iz.autodiff` of an example on `backend`: the return value, adjoints and every array after the call."""
+    (example, kernel_name, activity), values_of = EXAMPLE_GRADIENTS[name]
+    kernel = getattr(load_example(example), kernel_name)
+    values = values_of()
+    rng = np.random.default_rng(3)
+    call: list[Any] = []
+    for value, kind in zip(values.values(), activity):
+        if kind == "dup":
+            call.append(iz.Duplicated(value.copy(), rng.standard_normal(value.shape)))
+        elif kind == "active":
+            call.append(iz.Active(value))
+        else:
+            call.append(value)
+    result, adjoints = iz.autodiff(kernel, *call, backend=backend)
+    arrays = [array for a in call if isinstance(a, iz.Duplicated) for array in (a.value, a.shadow)]
+    return (result, adjoints), arrays
+
+
+@pytest.mark.parametrize("name", ["heat", "gmm"])
+@pytest.mark.parametrize("backend", ["llvm", "opencl"])
+def test_backends_keep_the_gradients(name: str, backend: str) -> None:
+    """Compiled (placed) gradients against the interpreter's (unplaced): bit-identical on llvm, to rounding
+    on opencl, whose parallel reductions add in another order."""
+    if backend == "opencl" and _opencl_missing():
+        pytest.skip(_opencl_missing())
+    (result, adjoints), arrays = autodiff_results(name, "interp")
+    (got_result, got_adjoints), got_arrays = autodiff_results(name, backend)
+    rtol = 0.0 if backend == "llvm" else 1e-12
+    assert np.allclose(got_result, result, rtol=rtol, atol=0.0)
+    assert np.allclose(got_adjoints, adjoints, rtol=rtol, atol=1e-15 if rtol else 0.0)
+    for expected, got in zip(arrays, got_arrays, strict=True):
+        assert np.allclose(got, expected, rtol=rtol, atol=1e-15 if rtol else 0.0)
+
+
+@iz.kernel(inline=False)
+def running_sums(out: Array[f64], x: Array[f64], n: i64):
+    window = iz.zeros(4, f64)  # constant extent: a private array unplaced, in the heap arena placed
+    sums = iz.empty(n, f64)
+    for i in range(n):
+        k = i % 4
+        window[k] += x[i]
+        sums[i] = window[k]
+    for i in range(n):
+        out[i] = sums[i] + sums[n - 1 - i]
+
+
+@iz.kernel
+def running_sums_twice(out: Array[f64], x: Array[f64], n: i64):
+    middle = iz.empty(n, f64)
+    running_sums(middle, x, n)
+    running_sums(out, middle, n)
+
+
+@pytest.mark.parametrize("backend", ["llvm", "opencl"])
+def test_called_functions_with_placed_arrays(backend: str) -> None:
+    """A called function's arena is a local array of run-time size (the device heap on opencl), the entry's
+    is a host buffer; `middle`, a view, is passed to the calls."""
+    if backend == "opencl" and _opencl_missing():
+        pytest.skip(_opencl_missing())
+    x, n = np.linspace(-1.0, 2.0, 11), 11
+    expected, got = np.zeros(n), np.zeros(n)
+    running_sums_twice.compile("interp").entry(expected, x, n)
+    running_sums_twice.compile(backend).entry(got, x, n)
+    assert np.array_equal(got, expected)
+    module = running_sums_twice.optimized("O2")[0]
+    assert place_module_in_arena(module) and all(views_and_arenas(function)[1] == 1 for function in module)

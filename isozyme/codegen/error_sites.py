@@ -78,6 +78,10 @@ PAYLOAD_WORDS = 8
 UNLOCATED_KINDS = frozenset({"assert"})
 """Kinds whose message does not name the op (the interpreter's AssertionError holds only the message)."""
 
+REPORTED_OPS = {"view": "alloc"}
+"""Ops whose failures name another op: a `view` is an `alloc` that codegen placed in an arena
+(`optimize/memory_reuse.py`), and the unplaced program, which the interpreter runs, fails at the alloc."""
+
 
 @dataclass
 class ErrorSite:
@@ -95,7 +99,8 @@ class ErrorSite:
     def exception(self, payload: Sequence[int]) -> Exception:
         """The exception this failure raises, its message prefixed with the location as in the interpreter."""
         error = ERROR_KINDS[self.kind](self, payload)
-        message = str(error) if self.kind in UNLOCATED_KINDS else f"{self.op}: {error}"
+        op = REPORTED_OPS.get(self.op, self.op)
+        message = str(error) if self.kind in UNLOCATED_KINDS else f"{op}: {error}"
         if self.location is not None:
             message = f"{self.location}: {message}"
         return type(error)(message)

@@ -17,7 +17,9 @@ Representation:
     then `PAYLOAD_WORDS` payload words. A failing check writes the site number (`error_sites.py`) and its
     payload there and returns; a caller checks the status after every call and passes failures up.
   - local arrays (`alloc`) are `malloc`/`calloc` blocks with a 16-byte header that chains them; every
-    return and error exit frees the chain: they live until the kernel returns (DESIGN 1.2).
+    return and error exit frees the chain: they live until the kernel returns (DESIGN 1.2). After
+    `optimize/memory_reuse.place_in_arena` most are a `view`: a pointer into the one such block that holds
+    the function's arena (a malloc per call, not per alloc execution), cleared by a memset when `zeroed`.
   - a `growable` local array lives behind a descriptor, a stack slot per alloc holding its array value
     (data pointer and capacity, its extent). The alloc and each `grow` store into it, and every use (the
     address and bounds check of load, store, atomic_add) loads it where it is: after a grow, the data
@@ -565,16 +567,33 @@ def _lower_dim(em: FunctionEmitter, inst: Instruction) -> ir.Value:
     return em.builder.extract_value(em.operand(inst.operands[0]), 1 + int(inst.attrs["axis"]))  # type: ignore
 
 
-def _lower_alloc(em: FunctionEmitter, inst: Instruction) -> ir.Value | None:
-    """A local array: checked extents, one malloc (calloc when `zeroed`) chained for the frees at exit. A
-    growable one is stored in its descriptor, which its uses read (`FunctionEmitter.operand`)."""
+def _check_extents(em: FunctionEmitter, inst: Instruction, extents: list[ir.Value]) -> None:
+    """ValueError (the interpreter's) unless every extent of the alloc or view is non-negative."""
     b = em.builder
-    extents = em.operands(inst)
     zero = ir.Constant(I64, 0)
     valid = b.icmp_signed(">=", extents[0], zero)
     for extent in extents[1:]:
         valid = b.and_(valid, b.icmp_signed(">=", extent, zero))
     em.check(valid, inst, "negative-extent", extents, rank=len(extents))
+
+
+def _byte_size(em: FunctionEmitter, element: ScalarType, extents: list[ir.Value]) -> tuple[ir.Value, ir.Value]:
+    """Bytes of an array of `extents` (non-negative) elements, and whether computing them overflowed."""
+    b = em.builder
+    size: ir.Value = ir.Constant(I64, element_size(element))
+    overflow: ir.Value = ir.Constant(I1, 0)
+    for extent in extents:
+        product = b.smul_with_overflow(size, extent)
+        size, overflow = b.extract_value(product, 0), b.or_(overflow, b.extract_value(product, 1))
+    return size, overflow
+
+
+def _lower_alloc(em: FunctionEmitter, inst: Instruction) -> ir.Value | None:
+    """A local array: checked extents, one malloc (calloc when `zeroed`) chained for the frees at exit. A
+    growable one is stored in its descriptor, which its uses read (`FunctionEmitter.operand`)."""
+    b = em.builder
+    extents = em.operands(inst)
+    _check_extents(em, inst, extents)
     array = em.make_array(inst.type, [_allocate_local(em, inst, inst, extents), *extents])  # type: ignore[arg-type]
     descriptor = em.descriptors.get(inst)
     if descriptor is None:
@@ -588,11 +607,7 @@ def _allocate_local(em: FunctionEmitter, inst: Instruction, alloc: Instruction, 
     as `alloc` says (calloc when `zeroed`) and chained for the frees at exit; out of memory fails `inst`."""
     b = em.builder
     element = alloc.type.element  # type: ignore[attr-defined]
-    size = ir.Constant(I64, element_size(element))
-    overflow: ir.Value = ir.Constant(I1, 0)
-    for extent in extents:
-        product = b.smul_with_overflow(size, extent)
-        size, overflow = b.extract_value(product, 0), b.or_(overflow, b.extract_value(product, 1))
+    size, overflow = _byte_size(em, element, extents)
     total = b.add(size, ir.Constant(I64, _ALLOC_HEADER))
     if "zeroed" in alloc.flags:
         calloc = em.module.declare("calloc", ir.FunctionType(POINTER, [I64, I64]))
@@ -610,6 +625,25 @@ def _allocate_local(em: FunctionEmitter, inst: Instruction, alloc: Instruction, 
 
 _ALLOC_HEADER = 16
 """Bytes before a local array's data: the link to the previous block (16 keeps the data 16-aligned)."""
+
+
+def _lower_view(em: FunctionEmitter, inst: Instruction) -> ir.Value:
+    """A local array in the arena's words from the offset on: checked extents, a check that its bytes fit
+    (they do, as `place_in_arena` sizes the arena, unless the size overflowed: then it fails as the alloc's
+    malloc would), a memset when `zeroed`. No allocation: the arena is the call's one block."""
+    b = em.builder
+    *extents, arena, offset = em.operands(inst)
+    _check_extents(em, inst, extents)
+    element = inst.type.element  # type: ignore[attr-defined]
+    size, overflow = _byte_size(em, element, extents)
+    room = b.mul(b.sub(b.extract_value(arena, 1), offset), ir.Constant(I64, 8))
+    fits = b.and_(b.not_(overflow), b.icmp_signed("<=", size, room))
+    em.check(fits, inst, "out-of-memory", extents, rank=len(extents))
+    words = b.gep(b.extract_value(arena, 0), [offset], inbounds=True, source_etype=I64)
+    if "zeroed" in inst.flags:
+        memset = em.module.declare("llvm.memset.p0i8.i64", ir.FunctionType(ir.VoidType(), [POINTER, I8, I64, I1]))
+        b.call(memset, [b.bitcast(words, POINTER), ir.Constant(I8, 0), size, ir.Constant(I1, 0)])
+    return em.make_array(inst.type, [b.bitcast(words, ir.PointerType(storage_type(element))), *extents])  # type: ignore[arg-type]
 
 
 def _lower_grow(em: FunctionEmitter, inst: Instruction) -> None:
@@ -735,6 +769,7 @@ LOWERINGS: dict[Op, Lowering] = {
     Op.ATOMIC_ADD: _lower_atomic_add,
     Op.DIM: _lower_dim,
     Op.ALLOC: _lower_alloc,
+    Op.VIEW: _lower_view,
     Op.GROW: _lower_grow,
     Op.CALL: _lower_call,
     Op.ASSERT: _lower_assert,

@@ -13,7 +13,8 @@ Representation:
   - an array value is a data pointer plus one `long` extent per dimension (`v3`, `v3_d0`, `v3_d1`); row-major.
     Function parameters are `__global` pointers; a local array of a called function or a parallel loop
     (constant extents) is a private C array; the entry function's local arrays are global buffers
-    (`opencl_program.py`). Passing a private array to a call is not supported (CodegenError).
+    (`opencl_program.py`). Passing a private array to a call is not supported (CodegenError). A `view`
+    is a pointer into its arena (an alloc like the others) in the arena's address space.
   - every function takes the error record `__global long* err` (`1 + PAYLOAD_WORDS` words) last; a failing
     check claims the record with a compare-and-swap (the first failing work item wins), writes the site's
     number and payload, and returns; a caller tests `err[0]` after every call.
@@ -301,6 +302,8 @@ class FunctionRenderer:
         if inst.op is Op.ALLOC:
             constant = all(isinstance(v, Constant) for v in inst.operands)
             self.spaces[inst] = self.alloc_space(inst) if constant else None  # None: on the device heap
+        elif inst.op is Op.VIEW:
+            self.spaces[inst] = self.spaces[inst.operands[-2]]  # its arena's (declared first: it dominates)
         elif isinstance(inst.type, ArrayType):
             raise CodegenError(f"{inst.op}: an array-valued {inst.op} is not supported by the OpenCL backend yet")
         self.declare(inst)
@@ -571,6 +574,30 @@ def _heap_alloc(r: FunctionRenderer, inst: Instruction) -> None:
     return None
 
 
+def _lower_view(r: FunctionRenderer, inst: Instruction) -> None:
+    """A local array in its arena's words from the offset on (`optimize/memory_reuse.py`): extents checked,
+    a check that it fits (it does unless the size overflowed: MemoryError, as the LLVM backend), zeros when
+    `zeroed`. In the entry function the arena is a host buffer, in a called one a private array or a block
+    of the device heap, as any local array there."""
+    *extent_values, arena, offset = inst.operands
+    name = r.names[inst]
+    extents = [r.name(v) for v in extent_values]
+    unknown = [f"{e} >= 0" for v, e in zip(extent_values, extents) if not isinstance(v, Constant) or v.value < 0]  # type: ignore[attr-defined]
+    if unknown:
+        r.check(" && ".join(unknown), inst, "negative-extent", extents, rank=len(extents))
+    for k, extent in enumerate(extents):
+        r.emit(f"{name}_d{k} = {extent};")
+    element: ScalarType = inst.type.element  # type: ignore[attr-defined]
+    storage = r.lang.storage(element)
+    count = " * ".join(f"{name}_d{k}" for k in range(len(extents)))
+    words = f"({count} * (long)sizeof({storage}) + 7) / 8"
+    r.check(f"{r.name(offset)} + {words} <= {r.name(arena)}_d0", inst, "out-of-memory", extents, rank=len(extents))
+    r.emit(f"{name} = ({r.lang.pointer(inst.type, r.spaces.get(arena))})({r.name(arena)} + {r.name(offset)});")  # type: ignore[arg-type]
+    if "zeroed" in inst.flags:
+        r.emit(f"for (long k = 0; k < {count}; k++) {name}[k] = ({storage})0;")
+    return None
+
+
 def _lower_grow(r: FunctionRenderer, inst: Instruction) -> None:
     raise CodegenError(f"{inst.op}: growable local arrays are not supported by the OpenCL backend yet")
 
@@ -664,6 +691,7 @@ LOWERINGS: dict[Op, Lowering] = {
     Op.ATOMIC_ADD: _lower_atomic_add,
     Op.DIM: _lower_dim,
     Op.ALLOC: _lower_alloc,
+    Op.VIEW: _lower_view,
     Op.GROW: _lower_grow,
     Op.CALL: _lower_call,
     Op.ASSERT: _lower_assert,

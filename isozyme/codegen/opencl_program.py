@@ -17,7 +17,9 @@ control buffer, saves every variable there too, and returns. The requests:
   - ALLOC site, count, keep: a local array of the entry function lives in a global buffer per `alloc`
     (its site), as large as the largest run asked for; the host (re)allocates and fills it (nan, the
     integer minimum, True or zero: the interpreter's fill; not when `keep` is 1) and resumes. Extents may
-    be run-time values. A parallel loop's scratch arrays (a copy per work item) are sites too;
+    be run-time values. A parallel loop's scratch arrays (a copy per work item) are sites too. After
+    arena placement (`optimize/memory_reuse.py`) most local arrays are views: pointers into the arena's
+    site at an offset, recomputed on every resume and passed to loop kernels as the site plus the offset;
   - GROW site, new, old: the host gives the site a buffer of `new` elements holding the first `old`;
   - DONE: the return value is in the header.
 
@@ -279,8 +281,9 @@ class SerialRenderer(FunctionRenderer):
             if block in self.hidden:
                 continue
             for inst in block.instructions:
-                if inst.op is Op.ALLOC:
-                    self.add_site(inst)
+                if inst.op in (Op.ALLOC, Op.VIEW):  # a view's data pointer follows from its arena's site
+                    if inst.op is Op.ALLOC:
+                        self.add_site(inst)
                     for k in range(inst.type.rank):  # type: ignore[attr-defined]
                         self.layout.add(inst, k)
                 elif isinstance(inst.type, ArrayType):
@@ -305,6 +308,9 @@ class SerialRenderer(FunctionRenderer):
                 lines.append(f"  {self.names[value]}_d{part} = ctl[{word}];")
             else:
                 lines.append(f"  {self.names[value]} = {load_word(value.type, f'ctl[{word}]')};")
+        for view in self.function.instructions():  # after the arenas and the offsets
+            if view.op is Op.VIEW and view.block not in self.hidden:
+                lines.append(f"  {self.names[view]} = {view_pointer(self, view, self.name(view.operands[-2]))};")
         return lines
 
     def yield_to_host(self, kind: int, *args: str) -> None:
@@ -334,6 +340,11 @@ class SerialRenderer(FunctionRenderer):
             phi = self.name(reduction.phi)
             self.emit(f"{phi} = {wrapping_add(self.lang, ty, phi, reduction_word(ty, reduction.slot))};")
         self.emit(f"goto {self.labels[loop.header]};")
+
+
+def view_pointer(r: FunctionRenderer, view: Instruction, arena: str, offset: str | None = None) -> str:
+    """The data pointer of `view`: the arena's words (`arena`, a global pointer) from its offset on."""
+    return f"({r.lang.pointer(view.type)})({arena} + {offset or r.name(view.operands[-1])})"  # type: ignore[arg-type]
 
 
 def scratch_count(r: FunctionRenderer, alloc: Instruction, kind: str) -> str:
@@ -453,6 +464,13 @@ class BodyRenderer(FunctionRenderer):
                     prologue.append(f"  {name}_d{k} = {self.input('long', layout.word(value, k))};")
                 own = f" + gid * ({scratch_count(self, value, 'private')})" if value in self.loop.scratch else ""
                 prologue.append(f"  {name} = {base}{own};")
+            elif isinstance(value, Instruction) and value.op is Op.VIEW:
+                name, (arena, offset) = self.names[value], value.operands[-2:]
+                base = self.input(self.lang.pointer(arena.type), f"s{self.serial.site_of[arena]}")  # type: ignore
+                at = self.name(offset) if isinstance(offset, Constant) else self.input("long", layout.load(offset))
+                prologue += [f"  {name}_d{k} = {self.input('long', layout.word(value, k))};"
+                             for k in range(value.type.rank)]  # type: ignore[attr-defined]
+                prologue.append(f"  {name} = {view_pointer(self, value, base, at)};")
             elif isinstance(value.type, ArrayType):
                 raise CodegenError("an array value that is not a local array reaches a parallel loop")
             else:

@@ -45,7 +45,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from isozyme.ssa.builder import Builder
-from isozyme.ssa.ir import Argument, Block, Constant, Function, Instruction, Phi, Value
+from isozyme.ssa.ir import Argument, Block, Constant, Function, Instruction, Phi, Value, is_local_array, local_extents
 from isozyme.ssa.loops import Loop, LoopNest
 from isozyme.ssa.ops import Op
 from isozyme.ssa.trip_count import (
@@ -287,16 +287,27 @@ def _check_body(loop: Loop) -> dict[Instruction, str]:
 
 def is_private_array(alloc: Instruction) -> bool:
     """Is this local array of a parallel loop a private C array (small, constant extents)?"""
-    if not all(isinstance(e, Constant) for e in alloc.operands):
+    if not all(isinstance(e, Constant) for e in local_extents(alloc)):
         return False
     size = 1
-    for extent in alloc.operands:
+    for extent in local_extents(alloc):
         size *= max(int(extent.value), 0)  # type: ignore[attr-defined]
     return size <= PRIVATE_LIMIT
 
 
 def _is_alloc(value: Value) -> bool:
-    return isinstance(value, Instruction) and value.op is Op.ALLOC
+    """A local array: an alloc, or a view into an arena (`optimize/memory_reuse.py` places allocs outside
+    parallel loops only, so a view is never a work item's own array)."""
+    return is_local_array(value)
+
+
+def _may_overlap(a: Value, b: Value) -> bool:
+    """May the arrays share memory? Only when they are one value, either is a phi (any array), or both are
+    views of one arena (whose bytes serve buffers that are live at different times)."""
+    if a is b or isinstance(a, Phi) or isinstance(b, Phi):
+        return True
+    views = [v for v in (a, b) if isinstance(v, Instruction) and v.op is Op.VIEW]
+    return len(views) == 2 and views[0].operands[-2] is views[1].operands[-2]
 
 
 def _writes_arrays(function: Function, seen: set[Function]) -> bool:
@@ -413,17 +424,18 @@ def _sink_stores(block: Block) -> None:
     local arrays of a kernel are distinct memory. (A derivative reads an adjoint and zeroes it at once,
     `load d_y[i]; store 0.0, d_y[i]`; a GPU stalls on a store that follows a load of the same element that is
     still in flight, and the loads after it then wait: 4 times slower on an H200.) An array phi might be any
-    array, so nothing moves past an access through one. A check that fails after the store's old place
-    now stops the work item before the store: only what an error leaves in memory differs."""
+    array, so nothing moves past an access through one; views of one arena may share bytes (a dead buffer's
+    last store, moved past a live one's load, would clobber it), so none moves past another. A check that
+    fails after the store's old place now stops the work item before the store: only what an error leaves
+    in memory differs."""
     instructions = block.instructions
     terminator = block.terminator
     for store in [inst for inst in instructions if inst.op is Op.STORE][::-1]:
         array = store.operands[1]
         after = instructions[instructions.index(store) + 1:-1]
         if terminator is None or isinstance(array, Phi) or any(
-                inst.op in (Op.CALL, Op.GROW) or (inst.op in ACCESSES and (_array_operand(inst) is array
-                                                                          or isinstance(_array_operand(inst), Phi)))
-                for inst in after):
+                inst.op in (Op.CALL, Op.GROW, Op.VIEW)
+                or (inst.op in ACCESSES and _may_overlap(_array_operand(inst), array)) for inst in after):
             continue
         store.move_before(terminator)
 

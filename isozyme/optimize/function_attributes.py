@@ -47,11 +47,13 @@ DIRECT_ACCESSES: dict[Op, tuple[int, bool, bool]] = {
     Op.STORE: (1, False, True),
     Op.ATOMIC_ADD: (1, True, True),
     Op.GROW: (0, True, True),  # copies the elements of a local array: private memory (an alloc)
+    Op.VIEW: (-2, False, True),  # clears its arena's words when zeroed: private memory (an alloc)
 }
 """Ops that access memory themselves: the operand holding the array, whether it reads, whether it writes."""
 
 ARRAY_SOURCES: dict[Op, Callable[[Instruction], Iterable[Value]]] = {
     Op.ALLOC: lambda inst: (),
+    Op.VIEW: lambda inst: (inst.operands[-2],),  # the bytes of its arena, an alloc
     Op.PHI: lambda inst: inst.operands,
     Op.CALL: lambda inst: (operand for operand in inst.operands if operand.type.is_array),
 }

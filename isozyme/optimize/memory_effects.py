@@ -4,7 +4,8 @@ Arrays are values of array type: function arguments, `alloc` results, and (in pr
 Distinct array arguments never alias (DESIGN 1.1: the call boundary checks `np.shares_memory`), and an
 `alloc` result is a new array, distinct from every argument and every other alloc. So two array values whose
 roots are arguments or allocs alias exactly when they are the same value. Any other array value (a phi of
-arrays) has an unknown root and may alias every array.
+arrays) has an unknown root and may alias every array. So has a `view` (memory_reuse.py's arena placement,
+which runs after every pass): views of one arena share its bytes.
 
 A call's effects come from its callee's flags (DESIGN 3): `readnone` reads and writes nothing, `readonly`
 writes nothing, `argmemonly` touches only the arrays passed to it. A readonly call reads at most the arrays

@@ -1,86 +1,128 @@
-"""Memory reuse, the planning half: an offset in one arena for each local array, by liveness.
+"""Memory reuse: one arena per call for the local arrays of a function, shared by liveness.
 
+    placed = place_in_arena(function)   # codegen's layout: allocs become views into one arena alloc
     plan = plan_memory(module["diffe_heat"], sizes={"u": (1000,), "steps": 50})
-    validate_plan(plan)            # no two buffers live at once share a byte
-    print(plan.format())           # requested, used, saved; one row per buffer
+    validate_plan(plan)                 # that layout at these sizes: no two buffers live at once share a byte
+    print(plan.format())                # requested, used, saved, the best-fit figure; one row per buffer
 
-An analysis: it changes nothing in the IR. Codegen is meant to place each planned `alloc` at its offset in
-one arena allocated when the function starts (`MemoryPlan.used` bytes), instead of a block per alloc.
-Requires verified SSA.
+`place_in_arena` is the transform both backends run on every function right before codegen
+(`runtime/llvm_backend.py`, `runtime/opencl_backend.py`), after every optimization: no pass may run after
+it, since the views of one arena are not distinct arrays to alias analysis (`memory_effects.py` gives a
+view an unknown root). `plan_memory` is the analysis that reports the same layout evaluated at given
+argument values, and `iz.show_memory` prints it. Requires verified SSA.
 
-Buffers. Every reachable `alloc` of the function is a buffer; it is *planned* when its byte size is known
-when the function starts: each extent is computable from the arguments alone (constants, arguments, `dim`
-of an argument or of such a buffer, and pure scalar ops of those, wherever they are defined: a pure op's
-value does not depend on where it runs). Sizes are numbers: with `sizes` (argument values or shapes, see
-`plan_memory`) the extents are evaluated; without them a buffer whose size depends on an argument is
-listed as `symbolic` (its size as a formula) and left out of the packing. Also left out: `growable`
-allocs (`grow` moves them), allocs whose extents depend on memory or control flow (`dynamic`), and
-`multi-instance` ones (below).
+Buffers. Every reachable `alloc` of the function is a buffer. It is *placed* when its extents are known
+when the function starts: each is computable from the arguments alone (constants, arguments, `dim` of an
+argument or of such a buffer, and pure ops of those, wherever they are defined: a pure op's value does not
+depend on where it runs, and it cannot trap, so computing it early changes nothing). Not placed: `growable`
+allocs (`grow` moves them), allocs whose extents depend on memory, control flow or a trapping op
+(`dynamic`), `multi-instance` ones (below), and `per-work-item` ones: an alloc in a loop whose header has a
+phi flagged `parallel` (a `prange` loop: OpenCL gives each work item its own scratch copy,
+`codegen/parallel_loops.py`), or an array flagged `private` (a shadow that the same file copies per work
+item). In a plan, a placed buffer's size is a number when `sizes` gives the arguments it depends on, else
+it is `symbolic` (a formula) and counts in no total.
 
-Lifetimes, what is assumed. The llvm backend (`codegen/llvm.py`) lowers each execution of an `alloc` to a
-fresh `malloc` chained for the frees at return, so every array lives until the kernel returns and an alloc
-in a loop costs a block per iteration. The plan assumes the arena lowering instead gives an alloc the same
-slot at every execution (re-zeroing it when `zeroed`), so an alloc counts once, and that its storage may be
-reused once its array is dead. That is sound when the arrays of two executions are never live together,
-which holds unless a phi carrying one of them is live when the alloc runs again: such an alloc is
-`multi-instance` and is not planned.
+Lifetimes, what is assumed. Without placement the llvm backend (`codegen/llvm.py`) makes a `malloc` per
+execution of an `alloc`, freed at return, so an alloc in a loop costs a block per iteration. A view instead
+gives an alloc the same bytes at every execution (cleared again when `zeroed`), so an alloc counts once,
+and those bytes serve other buffers once its array is dead. That is sound when the arrays of two
+executions are never live together, which holds unless a phi carrying one of them is live when the alloc
+runs again: such an alloc is `multi-instance` and keeps its own alloc. With placement, the llvm backend
+makes one `malloc` per call for the placed buffers (the arena), and OpenCL's entry function one host
+buffer (`codegen/opencl_program.py`).
 
 Liveness. Arrays flow only through phis (and, conservatively, calls returning an array), so a buffer is
 live where one of its aliases (the alloc, and the phis and call results it reaches) is live. Liveness is
 the classic backward dataflow over the CFG (a phi operand is used at the end of its incoming block), so a
 buffer used in a loop but allocated before it is live around the whole loop (the back edge makes it live
-again). The instructions are numbered in reverse post-order of the blocks, and a buffer's live interval
-is the hull of the positions where it is live: an over-approximation, so buffers live at one point of
-some execution always have overlapping intervals, and only buffers whose intervals are disjoint share bytes.
+again). The instructions are numbered in a linear order of the blocks, and a buffer's live interval is the
+hull of the positions where it is live: an over-approximation, so buffers live at one point of some
+execution always have overlapping intervals, and only buffers whose intervals are disjoint share bytes.
 
-Packing: best fit by decreasing size. Each buffer, largest first, goes into the smallest gap (at an
-aligned offset) left by the already placed buffers whose intervals meet its own, else on top of them.
-Offsets are multiples of `ARENA_ALIGNMENT` and every buffer takes its size rounded up to it, so
-`requested` is the arena without reuse (the aligned sizes end to end) and `used` never exceeds it.
+Layout: slots by greedy interval colouring. Buffers are taken by increasing interval start; each goes into
+a free slot (one whose buffers' intervals all end before it starts), preferring one that holds a buffer of
+the same extent formula (same element size and extents), else into a new slot. Two buffers of a slot are
+never live together, so they may share its bytes. Sizes are symbolic, so the arena is laid out when the
+function starts: the extents' computations are repeated at the start of the entry block (the same values:
+arguments do not change during a call, nor do array arguments' shapes, and the ops are pure), each slot's
+size is the largest of its buffers' sizes rounded up to `ARENA_ALIGNMENT`, the offsets are prefix sums,
+and one `alloc i64[total_words]` holds them all; each placed `alloc` becomes a `view` of the same type,
+extents and flags at its slot's offset. Extents that are negative count as 0 in the sizes; the view raises
+for them where the alloc would have (the backends report it as the alloc's failure).
+
+Why the placed program computes what the unplaced one does. Every buffer lies inside its slot (a slot is
+as large as its largest buffer at this call's sizes) and slots do not overlap, so two buffers share bytes
+only when they share a slot, hence only when their live intervals are disjoint: one is dead, or not yet
+touched (an `iz.empty` array before its first use holds nothing it must keep), wherever the other is used.
+A view of a plain alloc holds what its bytes hold, which the unplaced program never reads before writing
+(it would read undefined memory); a zeroed view is cleared at every execution, as the alloc's fresh zeros
+are. After placement no SSA pass runs; codegen's own rewrites of parallel loops (`parallel_loops.py`)
+treat views of one arena as possibly overlapping.
+
+Reported figures (`MemoryPlan`): `requested`, every sized buffer its own aligned block, an alloc in a loop
+counted once (per alloc, not per execution: the naive lowering's cost per iteration is not counted);
+`used`, the slot layout codegen makes; `saved`, the fraction of `requested` that sharing saves; and
+`best_fit`, what best-fit packing by decreasing size (offsets chosen knowing every size) would use, for
+comparison: the slot layout cannot know the sizes, so it may use more.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from itertools import combinations
 
 import numpy as np
 
+from isozyme.ssa.builder import Builder
 from isozyme.ssa.cfg import post_order, predecessors, reverse_post_order
 from isozyme.ssa.interpreter import RUNTIME_ERRORS
-from isozyme.ssa.ir import Argument, Block, Constant, Function, Instruction, Phi, Value, is_growable_alloc
+from isozyme.ssa.ir import Argument, Block, Constant, Function, Instruction, Module, Phi, Value, is_growable_alloc
 from isozyme.ssa.loops import LoopNest
-from isozyme.ssa.ops import Op
+from isozyme.ssa.ops import OP_INFO, Op
 from isozyme.ssa.printer import Namer
 from isozyme.ssa.semantics import SEMANTICS, evaluate
+from isozyme.ssa.types import I64
 
 ARENA_ALIGNMENT = 64
 """Bytes: every offset is a multiple of it (a cache line, and enough for any vector load)."""
 
+WORD = 8
+"""Bytes of one arena word (the arena is an `i64` array; view offsets count words)."""
+
 ZEROED = "zeroed"
 """The flag of an `alloc` that fills its array with zeros (`iz.zeros`); a plain one leaves it undefined."""
+
+PRIVATE = "private"
+"""The flag of a shadow array that OpenCL copies per work item of a parallel loop (`enzyme_ad/reverse.py`)."""
 
 ArgumentValue = int | float | bool | tuple[int, ...] | np.ndarray
 """What `sizes` gives per argument: a scalar's value, an array's shape (an int for a 1-D array) or the array."""
 
 
 class BufferStatus(Enum):
-    """Whether a buffer has an offset, and why not."""
+    """Whether codegen places a buffer in the arena and the plan sizes it, and why not."""
 
     PLANNED = "planned"
+    """Placed, and its size is known for the given arguments."""
     SYMBOLIC = "symbolic"
-    """Its size depends on argument values that were not given."""
-    DYNAMIC = "dynamic"
-    """Its size is not known when the function starts (it depends on memory or control flow)."""
-    GROWABLE = "growable"
-    """`grow` may enlarge it."""
-    MULTI_INSTANCE = "multi-instance"
-    """Arrays of two executions of the alloc may be live at once (a phi keeps the old one)."""
+    """Placed, but its size depends on argument values that were not given."""
     INVALID = "invalid"
-    """Its size cannot be evaluated (a negative extent, a trapping op)."""
+    """Placed, but its size cannot be evaluated for the given arguments (a negative extent)."""
+    DYNAMIC = "dynamic"
+    """Not placed: its size is not known when the function starts (memory, control flow, a trapping op)."""
+    GROWABLE = "growable"
+    """Not placed: `grow` may enlarge it."""
+    MULTI_INSTANCE = "multi-instance"
+    """Not placed: arrays of two executions of the alloc may be live at once (a phi keeps the old one)."""
+    PER_WORK_ITEM = "per-work-item"
+    """Not placed: allocated in a parallel loop, or flagged `private`: OpenCL copies it per work item."""
+
+
+PLACED = frozenset({BufferStatus.PLANNED, BufferStatus.SYMBOLIC, BufferStatus.INVALID})
+"""The statuses of the buffers `place_in_arena` turns into views."""
 
 
 @dataclass(eq=False)
@@ -92,10 +134,14 @@ class Buffer:
     size: int | None
     """Bytes, None unless the size is known."""
     live: tuple[int, int]
-    """First and last instruction positions (reverse post-order numbering) where it is live, inclusive."""
+    """First and last instruction positions (in `linear_order`) where it is live, inclusive."""
     status: BufferStatus = BufferStatus.PLANNED
     offset: int | None = None
-    """Byte offset in the arena once packed."""
+    """Byte offset in the arena: its slot's, once laid out."""
+    slot: int | None = None
+    """Its slot in the layout codegen makes (None when it is not placed)."""
+    formula: Hashable = None
+    """Equal for buffers of the same element size and extents (the slot preference); the size when None."""
     type_text: str = ""
     """The alloc's array, `f64[%n]`."""
     size_text: str = ""
@@ -110,13 +156,17 @@ class Buffer:
 
 @dataclass(eq=False)
 class MemoryPlan:
-    """Offsets in one arena for the planned buffers of a function, and what it saves."""
+    """The slot layout of a function's placed buffers evaluated at given sizes, and what it saves."""
 
     function_name: str
     buffers: list[Buffer] = field(default_factory=list)
-    """Every buffer, planned or not, in the order of their allocs."""
+    """Every buffer, placed or not, in the order of their allocs."""
     used: int = 0
-    """Arena size in bytes."""
+    """Arena size in bytes: the slot layout, slots whose buffers are all unsized left out."""
+    slots: int = 0
+    """How many slots the layout has."""
+    best_fit: int = 0
+    """Arena size in bytes that best-fit packing of the sized buffers reaches (for comparison)."""
     alignment: int = ARENA_ALIGNMENT
 
     @property
@@ -125,12 +175,12 @@ class MemoryPlan:
 
     @property
     def requested(self) -> int:
-        """Bytes without reuse: the planned buffers' aligned sizes end to end."""
+        """Bytes without reuse: the planned buffers' aligned sizes end to end (an alloc in a loop once)."""
         return sum(buffer.aligned_size for buffer in self.planned)
 
     @property
     def saved(self) -> float:
-        """The fraction of `requested` that sharing saves."""
+        """The fraction of `requested` that the slot layout saves."""
         return 1.0 - self.used / self.requested if self.requested else 0.0
 
     def format(self) -> str:
@@ -139,11 +189,13 @@ class MemoryPlan:
                            for status in BufferStatus if any(b.status is status for b in self.buffers))
         lines = [f"; memory plan of @{self.function_name}: {len(self.buffers)} buffer(s)"
                  + (f" ({counts})" if counts else ""),
-                 f"; requested {self.requested} B, used {self.used} B, saved {100 * self.saved:.1f}%"
-                 f" (offsets aligned to {self.alignment} B)"]
-        rows = [("buffer", "array", "bytes", "offset", "live", "status")]
+                 f"; requested {self.requested} B, used {self.used} B in {self.slots} slot(s), saved "
+                 f"{100 * self.saved:.1f}%; best fit would use {self.best_fit} B (offsets aligned to "
+                 f"{self.alignment} B)"]
+        rows = [("buffer", "array", "bytes", "slot", "offset", "live", "status")]
         rows += [(b.name, b.type_text, str(b.size) if b.size is not None else b.size_text or "?",
-                  str(b.offset) if b.offset is not None else "-", f"[{b.live[0]}, {b.live[1]}]", b.status.value)
+                  str(b.slot) if b.slot is not None else "-", str(b.offset) if b.offset is not None else "-",
+                  f"[{b.live[0]}, {b.live[1]}]", b.status.value)
                  for b in self.buffers]
         widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
         lines += ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
@@ -187,6 +239,22 @@ def _shape(arg: Argument, given: ArgumentValue) -> tuple[int, ...]:
     return shape
 
 
+def _computed_at_start(value: Value) -> bool:
+    """Is `value` one of the pure computations on the arguments that `_EntryClones` repeats at the start?"""
+    return (isinstance(value, Instruction) and not isinstance(value, Phi) and value.op in SEMANTICS
+            and OP_INFO[value.op].pure)
+
+
+def _dim_source(dim: Instruction) -> Value | None:
+    """What a `dim` known at the start reads: the argument, or the alloc's extent; None for other arrays."""
+    array, axis = dim.operands[0], dim.attrs["axis"]
+    if isinstance(array, Argument):
+        return array
+    if isinstance(array, Instruction) and array.op is Op.ALLOC and not is_growable_alloc(array):
+        return array.operands[axis]  # type: ignore[index]
+    return None
+
+
 class _ExtentEvaluator:
     """Values computable from the arguments alone (module docstring), evaluated for given arguments."""
 
@@ -215,29 +283,43 @@ class _ExtentEvaluator:
             return given.item() if isinstance(given, np.generic) else given  # type: ignore[return-value]
         if isinstance(value, Instruction) and value.op is Op.DIM:
             return self._dim(value)
-        if isinstance(value, Instruction) and value.op in SEMANTICS and not isinstance(value, Phi):
-            operands = [self.value(operand) for operand in value.operands]
+        if _computed_at_start(value):
+            operands = [self.value(operand) for operand in value.operands]  # type: ignore[union-attr]
             try:
                 with np.errstate(all="ignore"):
-                    return evaluate(value.op, value.type, operands)
+                    return evaluate(value.op, value.type, operands)  # type: ignore[union-attr]
             except RUNTIME_ERRORS as error:
-                raise _Unevaluated(BufferStatus.INVALID, f"{value.op} traps: {error}") from None
+                raise _Unevaluated(BufferStatus.INVALID, f"{value.op} fails: {error}") from None  # type: ignore[union-attr]
         raise _Unevaluated(BufferStatus.DYNAMIC, f"{value.op if isinstance(value, Instruction) else value} "
                                                  f"is not known when the function starts")
 
     def _dim(self, dim: Instruction) -> int:
-        array, axis = dim.operands[0], dim.attrs["axis"]
-        if isinstance(array, Argument):
-            self.value(array)  # raises when not given
-            return _shape(array, self.arguments[array])[axis]  # type: ignore[index]
-        if isinstance(array, Instruction) and array.op is Op.ALLOC and not is_growable_alloc(array):
-            return int(self.value(array.operands[axis]))  # type: ignore[index]
-        raise _Unevaluated(BufferStatus.DYNAMIC, "dim of an array not known when the function starts")
+        source = _dim_source(dim)
+        if source is None:
+            raise _Unevaluated(BufferStatus.DYNAMIC, "dim of an array not known when the function starts")
+        if isinstance(source, Argument) and source.type.is_array:
+            self.value(source)  # raises when not given
+            return _shape(source, self.arguments[source])[dim.attrs["axis"]]  # type: ignore[index]
+        return int(self.value(source))
 
 
 def _size_formula(alloc: Instruction, namer: Namer) -> str:
     element = alloc.type.element.numpy_dtype.itemsize  # type: ignore[attr-defined]
     return "*".join([str(element), *(namer.value(extent) for extent in alloc.operands)])
+
+
+def _formula_key(value: Value) -> Hashable:
+    """Equal for values computed alike from the same arguments and constants (two `dim %x, 0` match)."""
+    if isinstance(value, Constant):
+        return ("const", str(value.type), value.value)
+    if isinstance(value, Instruction) and value.op is Op.DIM and _dim_source(value) is not None:
+        source = _dim_source(value)
+        if isinstance(source, Argument) and source.type.is_array:
+            return ("dim", id(source), value.attrs["axis"])
+        return _formula_key(source)  # type: ignore[arg-type]
+    if _computed_at_start(value):
+        return (value.op, str(value.type), *(_formula_key(operand) for operand in value.operands))  # type: ignore[union-attr]
+    return ("value", id(value))
 
 
 def _byte_size(alloc: Instruction, extents: _ExtentEvaluator) -> int:
@@ -385,11 +467,44 @@ class Liveness:
         return min(live), max(live)
 
 
-# --- packing -----------------------------------------------------------------------------------------------
+# --- layouts -----------------------------------------------------------------------------------------------
 
 
 def intervals_meet(a: tuple[int, int], b: tuple[int, int]) -> bool:
     return a[0] <= b[1] and b[0] <= a[1]
+
+
+def assign_slots(buffers: Sequence[Buffer]) -> int:
+    """Give each buffer a slot by greedy interval colouring (module docstring); the number of slots."""
+    slot_ends: list[int] = []
+    slot_formulas: list[set[Hashable]] = []
+    for buffer in sorted(buffers, key=lambda b: b.live):
+        formula = buffer.size if buffer.formula is None else buffer.formula
+        free = [slot for slot, end in enumerate(slot_ends) if end < buffer.live[0]]
+        alike = [slot for slot in free if formula in slot_formulas[slot]]
+        if alike or free:
+            buffer.slot = (alike or free)[0]
+        else:
+            buffer.slot = len(slot_ends)
+            slot_ends.append(-1)
+            slot_formulas.append(set())
+        slot_ends[buffer.slot] = max(slot_ends[buffer.slot], buffer.live[1])
+        slot_formulas[buffer.slot].add(formula)
+    return len(slot_ends)
+
+
+def lay_out_slots(buffers: Sequence[Buffer], slots: int, alignment: int = ARENA_ALIGNMENT) -> int:
+    """Offsets of the sized buffers at their slots, as codegen computes them at the start: a slot is as large
+    as its largest buffer (aligned), the slots end to end in slot order. The arena's size in bytes."""
+    sizes = [0] * slots
+    for buffer in buffers:
+        if buffer.size is not None:
+            sizes[buffer.slot] = max(sizes[buffer.slot], align_up(buffer.size, alignment))  # type: ignore[index]
+    starts = [sum(sizes[:slot]) for slot in range(slots)]
+    for buffer in buffers:
+        if buffer.size is not None:
+            buffer.offset = starts[buffer.slot]  # type: ignore[index]
+    return sum(sizes)
 
 
 def _best_fit(busy: list[tuple[int, int]], need: int) -> int:
@@ -402,28 +517,31 @@ def _best_fit(busy: list[tuple[int, int]], need: int) -> int:
     return min(gaps)[1] if gaps else cursor
 
 
-def pack(buffers: Sequence[Buffer], alignment: int = ARENA_ALIGNMENT) -> int:
-    """Give each buffer an aligned offset, best fit by decreasing size; the arena's size in bytes."""
-    placed: list[Buffer] = []
+def pack(buffers: Sequence[Buffer], alignment: int = ARENA_ALIGNMENT) -> dict[Buffer, int]:
+    """Best-fit offsets by decreasing size, knowing every size: the comparison figure of the slot layout."""
+    offsets: dict[Buffer, int] = {}
     for buffer in sorted(buffers, key=lambda b: (-(b.size or 0), b.live)):
         need = align_up(buffer.size or 0, alignment)
-        busy = [(other.offset, other.offset + align_up(other.size or 0, alignment)) for other in placed
+        busy = [(offset, offset + align_up(other.size or 0, alignment)) for other, offset in offsets.items()
                 if other.size and intervals_meet(other.live, buffer.live)]
-        buffer.offset = _best_fit(busy, need) if need else 0  # type: ignore[arg-type]
-        placed.append(buffer)
-    return max((buffer.offset + align_up(buffer.size or 0, alignment) for buffer in placed), default=0)  # type: ignore[operator]
+        offsets[buffer] = _best_fit(busy, need) if need else 0
+    return offsets
 
 
 def plan_buffers(function_name: str, buffers: list[Buffer], alignment: int = ARENA_ALIGNMENT) -> MemoryPlan:
-    """Pack the planned ones of `buffers` into a plan."""
+    """Slots for the placed ones of `buffers`, offsets for the sized ones, and the best-fit figure."""
     plan = MemoryPlan(function_name, buffers, alignment=alignment)
-    plan.used = pack(plan.planned, alignment)
+    placed = [buffer for buffer in buffers if buffer.status in PLACED]
+    plan.slots = assign_slots(placed)
+    plan.used = lay_out_slots(plan.planned, plan.slots, alignment)
+    offsets = pack(plan.planned, alignment)
+    plan.best_fit = max((offset + align_up(b.size or 0, alignment) for b, offset in offsets.items()), default=0)
     return plan
 
 
 def validate_plan(plan: MemoryPlan) -> None:
     """Raise MemoryPlanError unless every planned buffer lies aligned inside the arena and no two buffers
-    with meeting live intervals share a byte. A brute-force pairwise check, independent of `pack`."""
+    with meeting live intervals share a byte. A brute-force pairwise check, independent of the layout."""
     problems = []
     for buffer in plan.planned:
         if buffer.offset is None or buffer.size is None:
@@ -445,13 +563,26 @@ def validate_plan(plan: MemoryPlan) -> None:
 # --- the plan ----------------------------------------------------------------------------------------------
 
 
-def _buffer(alloc: Instruction, liveness: Liveness, extents: _ExtentEvaluator, namer: Namer) -> Buffer:
+def _in_parallel_loop(alloc: Instruction, nest: LoopNest) -> bool:
+    loop = nest.loop_of(alloc.block)  # type: ignore[arg-type]
+    while loop is not None:
+        if any("parallel" in phi.flags for phi in loop.header.phis):
+            return True
+        loop = loop.parent
+    return False
+
+
+def _buffer(alloc: Instruction, liveness: Liveness, nest: LoopNest, extents: _ExtentEvaluator,
+            namer: Namer) -> Buffer:
     alias_set = liveness.buffers[alloc]
     buffer = Buffer(namer.value(alloc), None, liveness.interval(alloc), alloc=alloc,
+                    formula=(alloc.type.element.numpy_dtype.itemsize, *map(_formula_key, alloc.operands)),  # type: ignore[attr-defined]
                     type_text=f"{alloc.type.element}[{', '.join(map(namer.value, alloc.operands))}]",  # type: ignore[attr-defined]
                     size_text=_size_formula(alloc, namer))
     if is_growable_alloc(alloc):
         buffer.status = BufferStatus.GROWABLE
+    elif PRIVATE in alloc.flags or _in_parallel_loop(alloc, nest):
+        buffer.status = BufferStatus.PER_WORK_ITEM
     elif any(liveness.live_at(alias, alloc) for alias in alias_set if alias is not alloc):
         buffer.status = BufferStatus.MULTI_INSTANCE
     else:
@@ -462,15 +593,110 @@ def _buffer(alloc: Instruction, liveness: Liveness, extents: _ExtentEvaluator, n
     return buffer
 
 
-def plan_memory(function: Function, sizes: Mapping[str, ArgumentValue] | Sequence[ArgumentValue] | None = None,
-                alignment: int = ARENA_ALIGNMENT) -> MemoryPlan:
-    """The arena plan of `function`'s local arrays (module docstring). `sizes` gives argument values: a
-    mapping from argument name to a scalar's value or an array's shape (a tuple, an int for 1-D, or the
-    array itself), or the arguments themselves in order. Without it only constant-sized buffers are packed;
-    the others are listed as symbolic."""
+def _buffers(function: Function, sizes: Mapping[str, ArgumentValue] | Sequence[ArgumentValue] | None
+             ) -> list[Buffer]:
     allocs = [inst for block in reverse_post_order(function) for inst in block.instructions if inst.op is Op.ALLOC]
     liveness = Liveness(function, {alloc: aliases(alloc) for alloc in allocs})
+    nest, namer = LoopNest(function), Namer(function)
     extents = _ExtentEvaluator(_argument_values(function, sizes))
-    namer = Namer(function)
-    return plan_buffers(function.name, [_buffer(alloc, liveness, extents, namer) for alloc in allocs], alignment)
+    return [_buffer(alloc, liveness, nest, extents, namer) for alloc in allocs]
 
+
+def plan_memory(function: Function, sizes: Mapping[str, ArgumentValue] | Sequence[ArgumentValue] | None = None,
+                alignment: int = ARENA_ALIGNMENT) -> MemoryPlan:
+    """The arena layout of `function`'s local arrays that `place_in_arena` makes, evaluated for `sizes`
+    (module docstring): a mapping from argument name to a scalar's value or an array's shape (a tuple, an
+    int for 1-D, or the array itself), or the arguments themselves in order. Without it only constant-sized
+    buffers are sized; the others are listed as symbolic. Run it on the function before placement."""
+    return plan_buffers(function.name, _buffers(function, sizes), alignment)
+
+
+# --- the transform -----------------------------------------------------------------------------------------
+
+
+class _EntryClones:
+    """Computations at the start of the entry block: extents repeated there, the arena's size and offsets.
+    Operations on constants are folded, so an arena of constant-sized buffers has a constant size."""
+
+    def __init__(self, builder: Builder) -> None:
+        self.builder = builder
+        self.clones: dict[Value, Value] = {}
+        self.sizes: dict[Hashable, Value] = {}
+        """Words per extent formula (`Buffer.formula`): buffers of one formula share the computation."""
+
+    def value(self, value: Value) -> Value:
+        """`value` (known at the start, `_ExtentEvaluator`'s rules) computed at the start."""
+        if isinstance(value, (Constant, Argument)):
+            return value
+        if value not in self.clones:
+            self.clones[value] = self._clone(value)  # type: ignore[arg-type]
+        return self.clones[value]
+
+    def _clone(self, inst: Instruction) -> Value:
+        if inst.op is Op.DIM:
+            source = _dim_source(inst)
+            if isinstance(source, Argument) and source.type.is_array:
+                return self.builder.dim(source, inst.attrs["axis"])  # type: ignore[arg-type]
+            return self.value(source)  # type: ignore[arg-type]
+        operands = [self.value(operand) for operand in inst.operands]
+        if all(isinstance(operand, Constant) for operand in operands):
+            return Constant(inst.type, evaluate(inst.op, inst.type, [o.value for o in operands]))  # type: ignore
+        return self.builder.emit(inst.op, *operands, type=inst.type, attrs=dict(inst.attrs))
+
+    def integer(self, op: Op, a: Value | int, b: Value | int) -> Value:
+        """`op` on two i64 values, folded when both are constants."""
+        a, b = (Constant(I64, x) if isinstance(x, int) else x for x in (a, b))
+        if isinstance(a, Constant) and isinstance(b, Constant):
+            return Constant(I64, evaluate(op, I64, [a.value, b.value]))
+        return self.builder.emit(op, a, b)
+
+    def words(self, buffer: Buffer) -> Value:
+        """The buffer's bytes (negative extents as 0) rounded up to `ARENA_ALIGNMENT`, in words."""
+        if buffer.formula not in self.sizes:
+            alloc: Instruction = buffer.alloc  # type: ignore[assignment]
+            size: Value | int = alloc.type.element.numpy_dtype.itemsize  # type: ignore[attr-defined]
+            for extent in alloc.operands:
+                size = self.integer(Op.IMUL, size, self.integer(Op.IMAX, self.value(extent), 0))
+            chunks = self.integer(Op.IFLOORDIV, self.integer(Op.IADD, size, ARENA_ALIGNMENT - 1), ARENA_ALIGNMENT)
+            self.sizes[buffer.formula] = self.integer(Op.IMUL, chunks, ARENA_ALIGNMENT // WORD)
+        return self.sizes[buffer.formula]
+
+
+def place_in_arena(function: Function) -> bool:
+    """Turn the placeable allocs of `function` into views of one arena allocated at its start (module
+    docstring); did it change anything? Run it last, after every optimization, right before codegen. A
+    function that has views already is left as it is."""
+    if any(inst.op is Op.VIEW for inst in function.instructions()):
+        return False
+    placed = [buffer for buffer in _buffers(function, None) if buffer.status in PLACED]
+    if not placed:
+        return False
+    slots = assign_slots(placed)
+    entry = _EntryClones(Builder().before(function.entry.instructions[0]))
+    slot_words: list[Value | None] = [None] * slots
+    for buffer in sorted(placed, key=lambda b: b.slot):  # type: ignore[arg-type, return-value]
+        words, largest = entry.words(buffer), slot_words[buffer.slot]  # type: ignore[index]
+        slot_words[buffer.slot] = words if largest in (None, words) else entry.integer(Op.IMAX, largest, words)  # type: ignore
+    offsets: list[Value] = [Constant(I64, 0)]
+    for words in slot_words:
+        at_zero = isinstance(offsets[-1], Constant) and offsets[-1].value == 0  # type: ignore[attr-defined]
+        offsets.append(words if at_zero else entry.integer(Op.IADD, offsets[-1], words))  # type: ignore[arg-type]
+    entry.builder.loc = placed[0].alloc.loc  # type: ignore[union-attr]  # a failing arena alloc names a placed one
+    arena = entry.builder.alloc(I64, offsets[-1], name="arena")
+    for buffer in placed:
+        _replace_by_view(buffer.alloc, arena, offsets[buffer.slot])  # type: ignore[arg-type, index]
+    return True
+
+
+def _replace_by_view(alloc: Instruction, arena: Instruction, offset: Value) -> None:
+    """The alloc's array becomes the arena's words from `offset` on: same type, extents and flags."""
+    builder = Builder(loc=alloc.loc).before(alloc)
+    view = builder.view(alloc.type.element, alloc.operands, arena, offset, name=alloc.name)  # type: ignore[attr-defined]
+    view.flags.update(alloc.flags)
+    alloc.replace_all_uses_with(view)
+    alloc.erase()
+
+
+def place_module_in_arena(module: Module) -> bool:
+    """`place_in_arena` on every function of `module`: what the backends run right before codegen."""
+    return any([place_in_arena(function) for function in module])

@@ -44,6 +44,7 @@ from isozyme.optimize.loop_canonicalization import loop_canonicalization
 from isozyme.optimize.loop_fusion import loop_fusion, scalarize_private_arrays
 from isozyme.optimize.loop_invariant_code_motion import loop_invariant_code_motion
 from isozyme.optimize.mem2reg import mem2reg
+from isozyme.optimize.memory_reuse import place_in_arena
 from isozyme.optimize.simplify_cfg import simplify_cfg
 from isozyme.ssa.ir import Function, Module
 from isozyme.ssa.verifier import VerificationError, verify
@@ -94,6 +95,8 @@ REGISTRY: dict[str, Pass] = {p.name: p for p in (
     Pass("loop-fusion", loop_fusion, "fuse adjacent loops over the same iteration space when no dependence forbids"),
     Pass("scalarize-temporaries", scalarize_private_arrays,
          "replace a local array private to the iterations of a loop by the values stored into it"),
+    Pass("memory-reuse", place_in_arena, "local arrays as views of one arena per call, by liveness (codegen's "
+         "last step: no pass may follow it)"),
 )}
 """Every pass, by short name."""
 

@@ -126,10 +126,12 @@ def _compile(key: str, name: str, module: Module, entry: EntrySignature, optimiz
     """Optimize and generate `module`; link, store and load its shared library, or else load its object
     code through MCJIT (and store that)."""
     from isozyme.codegen.llvm import emit_llvm  # only on a miss: a hit needs no code generator
+    from isozyme.optimize.memory_reuse import place_module_in_arena
     from isozyme.runtime import llvm_jit
 
     function = optimize(module)
     assert function.name == entry.function, (function.name, entry.function)
+    place_module_in_arena(module)  # after every SSA pass, right before codegen (optimize/memory_reuse.py)
     writable = writable_parameters(module, function)
     program = emit_llvm(module, function, options, _prefix(key), writable)
     if "llvm" in print_stages:
@@ -203,9 +205,12 @@ def _prefix(key: str) -> str:
 
 
 def llvm_ir(module: Module, entry: Function, options: CodegenOptions, optimized: bool) -> str:
-    """LLVM IR of an (SSA-optimized) module as emitted, or after LLVM's O3."""
+    """LLVM IR of an (SSA-optimized) module as emitted, or after LLVM's O3; its local arrays are placed in
+    arenas first, as `_compile` does."""
     from isozyme.codegen.llvm import emit_llvm
+    from isozyme.optimize.memory_reuse import place_module_in_arena
     from isozyme.runtime import llvm_jit
 
+    place_module_in_arena(module)
     program = emit_llvm(module, entry, options, "iz_", writable_parameters(module, entry))
     return llvm_jit.optimized_ir(program.ir_text) if optimized else program.ir_text

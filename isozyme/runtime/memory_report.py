@@ -1,4 +1,4 @@
-"""`iz.show_memory`: the arena plan of a kernel's local arrays and tapes (`optimize/memory_reuse.py`).
+"""`iz.show_memory`: the arena layout of a kernel's local arrays and tapes (`optimize/memory_reuse.py`).
 
     print(iz.show_memory(heat, activity=("dup", "active", "const"), u=np.zeros(1000), steps=50))
 
@@ -6,7 +6,11 @@ The plan is made for the entry function: the kernel optimized (`activity=None`),
 `diffe_<f>` for `activity`, the same function `iz.show_ir(kernel, stage="grad-opt", activity=...)` prints.
 Keyword arguments give the kernel's arguments by parameter name (numpy arrays, shapes as tuples, an int
 for a 1-D array's length, scalars' values); a gradient's shadow `d_<x>` takes the shape of `<x>`. Buffers
-whose sizes depend on arguments not given are listed as symbolic and left out of the packing.
+whose sizes depend on arguments not given are listed as symbolic and left out of the totals.
+
+The layout is the one codegen makes (`place_in_arena`, on both backends): its slots, the bytes it uses at
+these sizes, the bytes requested without reuse (every buffer its own block, an alloc in a loop once), the
+fraction saved, and the best-fit packing's figure for comparison.
 """
 
 from __future__ import annotations

@@ -14,6 +14,12 @@ array's buffer (kept from call to call, grown when a call needs more). It then c
 back and checks the error record: a failure raises the exception the interpreter raises
 (`codegen/error_sites.py`). A `prange` loop that runs serially gives a `SerialLoopWarning` saying why.
 pyopencl is imported on first use only, and this path never imports llvmlite.
+
+`with counting() as stats:` counts what the calls in the block do (`runtime/opencl_counters.py`): NDRange
+launches of loop kernels, runs of the serial kernel (each resume one), buffer allocations and fills, and a
+model of the bytes moved: per loop-kernel launch, the full size of every array it reads plus of every
+array it writes (from the kernel's OpenCL C), the serial kernel's arrays once per call. A model, the same
+before and after fusion, not a hardware counter. Outside such a block the runner counts nothing.
 """
 
 from __future__ import annotations
@@ -50,8 +56,11 @@ from isozyme.codegen.opencl_program import (
     emit_opencl,
 )
 from isozyme.optimize.loop_canonicalization import canonicalize_loop_structure
-from isozyme.runtime import disk_cache, host_identity
+from isozyme.optimize.memory_reuse import place_module_in_arena
+from isozyme.runtime import disk_cache, host_identity, opencl_counters
 from isozyme.runtime.disk_cache import sha256
+from isozyme.runtime.opencl_counters import OpenCLStats as OpenCLStats  # re-exported
+from isozyme.runtime.opencl_counters import counting as counting  # `opencl_backend.counting()`
 from isozyme.ssa.ir import Function, Module
 from isozyme.ssa.printer import print_module
 from isozyme.ssa.types import ArrayType, ScalarType
@@ -149,6 +158,7 @@ def _emit(module: Module, function: Function, options: CodegenOptions) -> OpenCL
     """The program, after giving every loop one latch and a preheader (a derivative's reverse loops may
     have several latches), as the parallel-loop analysis needs."""
     canonicalize_loop_structure(function)
+    place_module_in_arena(module)  # after every SSA pass, right before codegen (optimize/memory_reuse.py)
     return emit_opencl(module, function, options, reduction_mode())
 
 
@@ -268,6 +278,8 @@ class Runner:
         words = heap_megabytes() << 17 if program.uses_heap else 1
         self.heap: tuple[Any, int] = (self._buffer("i64", words), words)
         """The device heap of called functions' local arrays, and its size in words."""
+        self.counted: _CountedCall | None = None
+        """What the call in progress counts (`counting()` active), else None."""
 
     def __call__(self, *values: object) -> object:
         with self.lock:  # one call at a time: the site buffers and the queue are shared
@@ -298,12 +310,16 @@ class Runner:
         control[HEAP_WORDS] = self.heap[1]
         control_buffer = cl.Buffer(where.context, flags.READ_WRITE | flags.COPY_HOST_PTR, hostbuf=control)
         header = np.zeros(HEADER_WORDS, dtype=np.int64)
+        self.counted = _CountedCall.start(self, values, copies) if opencl_counters.active() else None
         try:
             self._run(args, control_buffer, header)
         finally:
             for buffer, array in copies:
                 cl.enqueue_copy(where.queue, array, buffer)
             where.queue.finish()
+            if self.counted is not None:
+                self.counted.finish(control_buffer)
+                self.counted = None
         if header[ERROR] != 0:
             raise self.program.sites[int(header[ERROR]) - 1].exception([int(w) for w in header[ERROR + 1:]])
         if self.return_type.is_void:
@@ -315,6 +331,8 @@ class Runner:
         queue = self.where.queue
         while True:
             self.serial(queue, (1,), (1,), *args, *(buffer for buffer, _ in self.sites), control, self.heap[0])
+            if self.counted is not None:
+                opencl_counters.add("serial_launches")
             cl.enqueue_copy(queue, header, control, is_blocking=True)
             kind = int(header[KIND])
             if header[ERROR] != 0 or kind == DONE:
@@ -329,6 +347,8 @@ class Runner:
                     self.loops[number](queue, (groups * GROUP_SIZE,), (GROUP_SIZE,) if words else None, *args,
                                        *(buffer for buffer, _ in self.sites), control, self.partials[0],
                                        self.heap[0], np.int64(trip))
+                    if self.counted is not None:
+                        self.counted.loop_launch(number, control)
             elif kind == ALLOC:
                 self._alloc(int(header[ARG0]), int(header[ARG1]), fill=header[ARG2] == 0)
             elif kind == GROW:
@@ -339,6 +359,7 @@ class Runner:
     def _buffer(self, element: str, count: int) -> Any:
         cl = _pyopencl()
         size = max(count, 1) * np.dtype(_SCALAR_DTYPES[element]).itemsize
+        opencl_counters.add("buffer_allocations")
         try:
             return cl.Buffer(self.where.context, cl.mem_flags.READ_WRITE, size)
         except cl.Error as error:
@@ -351,16 +372,21 @@ class Runner:
         info = self.program.allocs[site]
         dtype = np.dtype(_SCALAR_DTYPES[info.element])
         pattern = np.array([info.fill], dtype=dtype)
+        opencl_counters.add("fills")
         cl.enqueue_fill_buffer(self.where.queue, self.sites[site][0], pattern, start * dtype.itemsize,
                                (stop - start) * dtype.itemsize)
 
     def _alloc(self, site: int, count: int, fill: bool) -> None:
+        if self.counted is not None:
+            self.counted.site_elements[site] = count
         if self.sites[site][1] < count:
             self.sites[site] = (self._buffer(self.program.allocs[site].element, count), count)
         if fill:
             self._fill(site, 0, count)
 
     def _grow(self, site: int, new: int, old: int) -> None:
+        if self.counted is not None:
+            self.counted.site_elements[site] = new
         cl = _pyopencl()
         buffer = self._buffer(self.program.allocs[site].element, new)
         itemsize = np.dtype(_SCALAR_DTYPES[self.program.allocs[site].element]).itemsize
@@ -368,6 +394,71 @@ class Runner:
             cl.enqueue_copy(self.where.queue, buffer, self.sites[site][0], byte_count=old * itemsize)
         self.sites[site] = (buffer, new)
         self._fill(site, old, new)
+
+
+@functools.cache
+def _access_sets(source: str, loops: int) -> tuple[list[opencl_counters.AccessSet], opencl_counters.AccessSet]:
+    return opencl_counters.access_sets(source, loops)
+
+
+@dataclass
+class _CountedCall:
+    """What one call's counters need: the arguments' bytes, each local array site's elements so far, and
+    the control buffer (the extents of views into arenas are saved there)."""
+
+    runner: Runner
+    argument_bytes: list[int]
+    site_elements: dict[int, int]
+    control: Any = None
+
+    @staticmethod
+    def start(runner: Runner, values: Sequence[object], copies: list[tuple[Any, np.ndarray]]) -> _CountedCall:
+        program = runner.program
+        opencl_counters.add("calls")
+        opencl_counters.add("buffer_allocations", len(copies))
+        opencl_counters.add("host_copy_bytes", 2 * sum(array.nbytes for _, array in copies))
+        key = f"{program.serial}:{sha256(program.source.encode()).hexdigest()[:12]}"
+        for stats in opencl_counters.active():
+            stats.programs[key] = len(program.loops)
+            stats.serial_prange_loops[key] = len(program.serial_loops)
+        sizes = [int(getattr(value, "nbytes", 0)) if isinstance(ty, ArrayType) else 0
+                 for ty, value in zip(runner.types, values, strict=True)]
+        return _CountedCall(runner, sizes, {})
+
+    def bytes_of(self, arrays: frozenset[opencl_counters.ArrayRef], words: np.ndarray) -> int:
+        total = 0
+        for array in arrays:
+            if array.kind == "argument":
+                total += self.argument_bytes[array.index]
+            elif array.kind == "view":
+                total += int(np.prod([max(int(words[w]), 0) for w in array.words])) * array.itemsize
+            else:
+                itemsize = np.dtype(_SCALAR_DTYPES[self.runner.program.allocs[array.index].element]).itemsize
+                total += self.site_elements.get(array.index, 0) * itemsize
+        return total
+
+    def control_words(self, control: Any) -> np.ndarray:
+        """The control buffer's words now (a blocking copy: only while counting)."""
+        words = np.zeros(self.runner.program.control_words, dtype=np.int64)
+        _pyopencl().enqueue_copy(self.runner.where.queue, words, control, is_blocking=True)
+        return words
+
+    def loop_launch(self, number: int, control: Any) -> None:
+        program = self.runner.program
+        access = _access_sets(program.source, len(program.loops))[0][number]
+        words = self.control_words(control)
+        opencl_counters.add("loop_launches")
+        opencl_counters.add("loop_bytes_read", self.bytes_of(access.reads, words))
+        opencl_counters.add("loop_bytes_written", self.bytes_of(access.writes, words))
+        for stats in opencl_counters.active():
+            stats.launches_by_kernel[program.loops[number].name] += 1
+
+    def finish(self, control: Any) -> None:
+        program = self.runner.program
+        access = _access_sets(program.source, len(program.loops))[1]
+        words = self.control_words(control)
+        opencl_counters.add("serial_bytes_read", self.bytes_of(access.reads, words))
+        opencl_counters.add("serial_bytes_written", self.bytes_of(access.writes, words))
 
 
 def _python_scalar(ty: ScalarType, word: np.int64) -> object:

@@ -144,6 +144,13 @@ class Builder:
         flags = {flag for flag, wanted in (("zeroed", zeroed), ("growable", growable)) if wanted}
         return self.emit(Op.ALLOC, *values, name=name, type=ArrayType(element, len(values)), flags=flags)
 
+    def view(self, element: ScalarType, extents: Sequence[Operand], arena: Value, offset: Operand,
+             zeroed: bool = False, name: str | None = None) -> Instruction:
+        """A local array in the words of `arena` from word `offset` on (ops.py, optimize/memory_reuse.py)."""
+        values = [*(self._as_value(e, I64) for e in extents), arena, self._as_value(offset, I64)]
+        return self.emit(Op.VIEW, *values, name=name, type=ArrayType(element, len(extents)),
+                         flags={"zeroed"} if zeroed else set())
+
     def loop_nest(self, extents: Sequence[Value], body: Callable[[Builder, list[Value]], None],
                   name: str = "loop") -> None:
         """Emit `for i0 in range(e0): for i1 in range(e1): ... body(builder, [i0, i1, ...])` at the end of

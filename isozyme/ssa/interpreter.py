@@ -20,6 +20,9 @@ Execution model:
   - `alloc` makes a new array (`alloc f64[%n, %m]`): zeros with the `zeroed` flag, otherwise filled with
     a value that makes reads of uninitialised memory visible: nan for floats, the dtype's minimum for
     integers, True for i1. A negative extent raises ValueError.
+  - `view f64[%n, %m] %arena, %offset` is an array sharing the bytes of the i64 array %arena from word
+    %offset on (a numpy view, no copy), cleared with the `zeroed` flag; a negative extent raises
+    ValueError, bytes outside the arena MemoryError.
   - `grow %t, %n` on a `growable` alloc %t: when n exceeds the extent, %t is rebound to a new array of
     extent max(n, 2 * extent) holding the old elements first and then what a fresh alloc holds; otherwise
     (n <= extent, n negative) nothing happens. Bounds checks see the current extent. A grow numpy cannot
@@ -308,6 +311,24 @@ def _exec_alloc(interp: Interpreter, inst: Instruction, env: Env) -> np.ndarray:
     return fresh_memory(inst, shape)  # type: ignore[arg-type]
 
 
+def _exec_view(interp: Interpreter, inst: Instruction, env: Env) -> np.ndarray:
+    """The arena's bytes from word `offset` on, reinterpreted as the view's array (no copy)."""
+    *extents, arena, offset = _operands(inst, env)
+    shape = tuple(extents)
+    if any(extent < 0 for extent in shape):  # type: ignore[operator]
+        raise ValueError(located(inst, f"view: negative extent in shape {shape}"))
+    element = inst.type.element.numpy_dtype  # type: ignore[attr-defined]
+    start = 8 * offset  # type: ignore[operator]
+    end = start + element.itemsize * int(np.prod(shape, dtype=object))
+    words = arena.view(np.uint8)  # type: ignore[union-attr]
+    if start < 0 or end > words.size:
+        raise MemoryError(located(inst, f"view: bytes [{start}, {end}) lie outside the arena of {words.size} B"))
+    array = words[start:end].view(element).reshape(shape)
+    if "zeroed" in inst.flags:
+        array[...] = 0
+    return array
+
+
 def _exec_grow(interp: Interpreter, inst: Instruction, env: Env) -> None:
     """At least `count` elements: the extent becomes max(count, 2 * extent) when count exceeds it."""
     alloc, count = inst.operands
@@ -346,6 +367,7 @@ _HANDLERS: dict[Op, Handler] = {
     Op.ATOMIC_ADD: _exec_atomic_add,
     Op.DIM: _exec_dim,
     Op.ALLOC: _exec_alloc,
+    Op.VIEW: _exec_view,
     Op.GROW: _exec_grow,
     Op.CALL: _exec_call,
     Op.ASSERT: _exec_assert,

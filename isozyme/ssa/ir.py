@@ -237,6 +237,16 @@ def is_growable_alloc(value: Value) -> bool:
     return isinstance(value, Instruction) and value.op is Op.ALLOC and GROWABLE in value.flags
 
 
+def is_local_array(value: Value) -> bool:
+    """Is `value` a local array: an `alloc`, or a `view` into an arena (which is an alloc itself)?"""
+    return isinstance(value, Instruction) and value.op in (Op.ALLOC, Op.VIEW)
+
+
+def local_extents(array: Instruction) -> tuple[Value, ...]:
+    """The extents of an `alloc` or a `view` (a view's operands end with its arena and offset)."""
+    return array.operands[:-2] if array.op is Op.VIEW else array.operands
+
+
 @dataclass(eq=False, repr=False)
 class Phi(Instruction):
     """`%v = phi T [bb0: a, bb2: b]`: the value of `a` when control came from bb0, of `b` from bb2."""

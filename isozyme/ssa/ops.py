@@ -99,6 +99,7 @@ class Op(Enum):
     ATOMIC_ADD = "atomic_add"
     DIM = "dim"
     ALLOC = "alloc"
+    VIEW = "view"
     GROW = "grow"
     # calls, checks, control flow
     CALL = "call"
@@ -121,6 +122,7 @@ class Syntax(Enum):
     STORE = "op v, %x[%i, ...]"
     DIM = "dim %x, AXIS"
     ALLOC = "alloc T[%n, ...]"
+    VIEW = "view T[%n, ...] %arena, %offset"
     GROW = "grow %x, %n"
     CALL = "call @f(a, ...)"
     ASSERT = 'assert %c, "message"'
@@ -236,6 +238,10 @@ OP_INFO: dict[Op, OpInfo] = {
                           may_trap=True),
     Op.DIM: OpInfo(Syntax.DIM, "", ResultRule.INDEX, pure=True),
     Op.ALLOC: OpInfo(Syntax.ALLOC, "", ResultRule.EXPLICIT, may_trap=True),  # a negative extent raises
+    # `%t = view f64[%n] %arena, %offset`: a local array whose storage is the i64 words of the alloc %arena
+    # from word %offset on (optimize/memory_reuse.py places allocs so); `zeroed` clears it at every run.
+    # Operands: the extents, then the arena and the offset.
+    Op.VIEW: OpInfo(Syntax.VIEW, "", ResultRule.EXPLICIT, writes_memory=True, may_trap=True),
     # `grow %t, %n`: the growable local array %t gets at least n elements (interpreter.py); it copies the
     # old elements into a new block, which may fail for want of memory.
     Op.GROW: OpInfo(Syntax.GROW, "", ResultRule.VOID, reads_memory=True, writes_memory=True, may_trap=True),

@@ -270,6 +270,13 @@ def _read_alloc(r: _LineReader, s: Statement) -> None:
     s.explicit_type = ArrayType(element, max(len(s.operands), 1))
 
 
+def _read_view(r: _LineReader, s: Statement) -> None:
+    _read_alloc(r, s)
+    s.operands.append(r.operand())
+    r.expect(",")
+    s.operands.append(r.operand())
+
+
 def _read_grow(r: _LineReader, s: Statement) -> None:
     s.operands.append(r.operand())
     r.expect(",")
@@ -326,6 +333,7 @@ READERS = {
     Syntax.STORE: _read_store,
     Syntax.DIM: _read_dim,
     Syntax.ALLOC: _read_alloc,
+    Syntax.VIEW: _read_view,
     Syntax.GROW: _read_grow,
     Syntax.CALL: _read_call,
     Syntax.ASSERT: _read_assert,

@@ -130,6 +130,11 @@ def _print_alloc(inst: Instruction, n: Namer) -> str:
     return f"alloc {element}[{_operand_list(n, inst.operands)}]"
 
 
+def _print_view(inst: Instruction, n: Namer) -> str:
+    *extents, arena, offset = inst.operands
+    return f"view {inst.type.element}[{_operand_list(n, extents)}] {n.value(arena)}, {n.value(offset)}"  # type: ignore[attr-defined]
+
+
 def _print_call(inst: Instruction, n: Namer) -> str:
     callee = inst.attrs.get("callee")
     name = callee.name if isinstance(callee, Function) else "<no callee>"
@@ -168,6 +173,7 @@ PRINTERS: dict[Syntax, Callable[[Instruction, Namer], str]] = {
     Syntax.STORE: _print_store,
     Syntax.DIM: _print_dim,
     Syntax.ALLOC: _print_alloc,
+    Syntax.VIEW: _print_view,
     Syntax.GROW: _print_operands,
     Syntax.CALL: _print_call,
     Syntax.ASSERT: _print_assert,

@@ -15,7 +15,8 @@
    ops (array operand, index count and type, stored value type, dim axis), casts, calls (callee in the
    module, argument count and types, result type), `ret` against the function's return type; growable
    allocs (1-d, used only as the array of load, store, atomic_add and grow, or a call argument) and
-   `grow` (its array is a growable alloc itself, never a phi or an argument; its count is i64).
+   `grow` (its array is a growable alloc itself, never a phi or an argument; its count is i64); views
+   (i64 extents, an arena that is a plain `alloc i64[...]`, an i64 offset, a constant one a multiple of 8).
 
 Structural problems stop the check before dominance, which needs well-formed terminators.
 """
@@ -277,15 +278,44 @@ def _check_dim(v: _FunctionVerifier, inst: Instruction) -> str | None:
     return v.check_result(inst, I64)
 
 
-def _check_alloc(v: _FunctionVerifier, inst: Instruction) -> str | None:
+def _check_extents(inst: Instruction, extents: tuple[Value, ...]) -> str | None:
     if not isinstance(inst.type, ArrayType):
         return f"result must be an array type, got {inst.type}"
-    if len(inst.operands) != inst.type.rank:
-        return f"a {inst.type.rank}-d array needs {inst.type.rank} extent(s), got {len(inst.operands)}"
-    for position, extent in enumerate(inst.operands):
+    if len(extents) != inst.type.rank:
+        return f"a {inst.type.rank}-d array needs {inst.type.rank} extent(s), got {len(extents)}"
+    for position, extent in enumerate(extents):
         if extent.type != I64:
             return f"extent {position} must be i64, got {extent.type}"
+    return None
+
+
+def _check_alloc(v: _FunctionVerifier, inst: Instruction) -> str | None:
+    problem = _check_extents(inst, inst.operands)
+    if problem:
+        return problem
     return _check_growable_uses(v, inst) if is_growable_alloc(inst) else None
+
+
+VIEW_ALIGNMENT_WORDS = 8
+"""A view's offset is a multiple of this many i64 words (64 bytes: any element type is aligned there)."""
+
+
+def _check_view(v: _FunctionVerifier, inst: Instruction) -> str | None:
+    if len(inst.operands) < 2:
+        return f"takes its extents, an arena and an offset, got {len(inst.operands)} operand(s)"
+    *extents, arena, offset = inst.operands
+    problem = _check_extents(inst, tuple(extents))
+    if problem:
+        return problem
+    if not (isinstance(arena, Instruction) and arena.op is Op.ALLOC and not is_growable_alloc(arena)
+            and arena.type == ArrayType(I64, 1)):
+        what = v.describe(arena) if isinstance(arena, Instruction) else f"{v.name(arena)} of type {arena.type}"
+        return f"its arena must be a plain alloc of i64[?], got {what}"
+    if offset.type != I64:
+        return f"its offset must be i64, got {offset.type}"
+    if isinstance(offset, Constant) and offset.value % VIEW_ALIGNMENT_WORDS:  # type: ignore[operator]
+        return f"its offset {offset.value} is not a multiple of {VIEW_ALIGNMENT_WORDS} words"
+    return None
 
 
 GROWABLE_ARRAY_OPERAND: dict[Op, int] = {Op.LOAD: 0, Op.STORE: 1, Op.ATOMIC_ADD: 1, Op.GROW: 0}
@@ -381,6 +411,7 @@ TYPE_CHECKS: dict[Syntax, Callable[[_FunctionVerifier, Instruction], str | None]
     Syntax.STORE: _check_store,
     Syntax.DIM: _check_dim,
     Syntax.ALLOC: _check_alloc,
+    Syntax.VIEW: _check_view,
     Syntax.GROW: _check_grow,
     Syntax.CALL: _check_call,
     Syntax.ASSERT: _check_assert,
