@@ -9,6 +9,9 @@
     isozyme ir FILE.py[:kernel] [--stage ssa|opt|grad|grad-opt|fwd|fwd-opt|llvm|llvm-opt] [-O PIPELINE]
                                 [--activity const,dup,...]
         print the IR of the kernels of a Python file at a stage of the compiler
+    isozyme bench [--suite quick|full] [--backend llvm|opencl] [--peers ...] [--json FILE] [--plot FILE]
+        the main job: primal and gradient (opt="post" and "pre") times on the suite of benchmarks/suite,
+        run from the repository root (isozyme/benchmarking.py)
 
 Arguments of `run` are Python literals read by the parameter's type: `3`, `2.5`, `true`, and nested
 lists for arrays (`"[[1, 2], [3, 4]]"` for an `f64[?,?]`).
@@ -155,6 +158,10 @@ def build_parser() -> argparse.ArgumentParser:
     ir.add_argument("--activity", default=None, type=lambda text: tuple(text.split(",")),
                     help="for the grad and fwd stages: const, dup or active per parameter, comma-separated")
     ir.set_defaults(handler=command_ir)
+    bench = commands.add_parser("bench", help="pre- against post-optimization gradients on the benchmark suite")
+    from isozyme.benchmarking import add_arguments, command_bench
+    add_arguments(bench)
+    bench.set_defaults(handler=command_bench)
     return parser
 
 

@@ -399,9 +399,32 @@ def entry(x: Array[f64], n: i64) -> f64:
         s += iz.sin(v[i] + x[i])
     return s
 """, "inactive-local-array-in-loop"),
+    _regression("""\
+import isozyme as iz
+from isozyme import Array, f64, i64
+
+
+@iz.kernel(inline=False)
+def h(dst: Array[f64], n: i64):
+    for j in range(n):
+        dst[j] = iz.sin(dst[j])
+
+
+@iz.kernel
+def entry(out: Array[f64], x: Array[f64], n: i64) -> f64:
+    s = 0.0
+    if n > 5:  # never at run time: out[0] is read on a branch, before the split call that writes it
+        s = 1.5
+    else:
+        s = x[0] * out[0] * out[0]
+    h(out, n)
+    return s + out[0]
+""", "reloaded-before-a-split-call-that-writes-it"),
 ]
 """Minimal kernels of the bugs the fuzzer found, checked as a generated program is (arguments of seed 0).
-All three are UNDOMINATED_ALLOC, found while it was open (then xfail(strict) here) and fixed since."""
+The first three are UNDOMINATED_ALLOC, found while it was open (then xfail(strict) here) and fixed since.
+The last: the cache planner reloaded `out[0]` in the reverse pass, taking it for unwritten after the load,
+because the split call that writes `out` had been replaced by its augmented call (opt="pre")."""
 
 
 @pytest.mark.parametrize("source", REGRESSIONS)

@@ -342,22 +342,26 @@ def _indices(inst: Instruction) -> tuple[Value, ...]:
 
 def _injective_values(loop: Loop, inductions: list[InductionVariable]) -> set[Value]:
     """Values of the loop that differ between any two work items: induction variables with a nonzero
-    constant step, and sums, differences and nonzero constant multiples of those with invariants."""
+    constant step, and negations, sums, differences and nonzero constant multiples of those with
+    invariants (`trip + (-k) - 1`, the index of a reverse loop once canonicalized)."""
     values: set[Value] = {iv.phi for iv in inductions if iv.constant_step not in (None, 0)}
     changed = True
     while changed:
         changed = False
         for block in loop.blocks:
             for inst in block.instructions:
-                if inst in values or inst.op not in (Op.IADD, Op.ISUB, Op.IMUL):
+                if inst in values or inst.op not in (Op.IADD, Op.ISUB, Op.IMUL, Op.INEG):
                     continue
-                a, b = inst.operands
-                if inst.op is Op.IMUL:
+                if inst.op is Op.INEG:
+                    ok = inst.operands[0] in values
+                elif inst.op is Op.IMUL:
+                    a, b = inst.operands
                     ok = (a in values and isinstance(b, Constant) and b.value != 0) or \
                          (b in values and isinstance(a, Constant) and a.value != 0)
                 else:
+                    a, b = inst.operands
                     ok = (a in values and is_loop_invariant(b, loop)) or \
-                         (inst.op is Op.IADD and b in values and is_loop_invariant(a, loop))
+                         (b in values and is_loop_invariant(a, loop))  # c - x is injective as x is
                 if ok:
                     values.add(inst)
                     changed = True

@@ -7,12 +7,18 @@ from a reverse block in one of four ways, tried in this order by `PrimalValues.l
    return block (the return block dominates every reverse block, so `v` dominates the use).
 2. **A loop counter** (`LoopFrame.counter`): inside the reverse of its loop it is that loop's reverse
    counter; after the loop (a finished loop) it is the loop's trip count. Any other integer induction
-   variable of a header (`idx += 1`, `i = a + k*s`) is `start + counter * step`, from its start and step.
+   variable of a header (`idx += 1`, `i = a + k*s`) is `start + counter * step`, from its start and step;
+   a start that is not at hand (`idx` carried from one run of an inner loop to the next, as in GMM's
+   triangular matrix) is looked up in its turn, so it is taped once per run of the loop, not once per
+   iteration.
 3. **Recomputed** at the use, when it is cheap and all its operands are available without a tape
    (recursively, a few levels deep): integer and comparison ops, casts, `select`, `fadd fsub fmul fneg fabs
-   fmin fmax floor ceil`, `pow` by 2.0 or 3.0 (products), `dim`, and a `load` from an array that the
-   function never writes (no store, no atomic add to its root anywhere), so memory still holds what the
-   forward pass read.
+   fmin fmax floor ceil`, `pow` by 2.0 or 3.0 (products), `dim`, and a `load` from an array that nothing
+   writes after it (no store, atomic add or writing call to its root in a block reachable from the load,
+   nor later in its block: `qdiag`, filled before the loops that read it), so memory still holds what the
+   forward pass read when the reverse pass runs. Such a load is reloaded even when an index is an
+   induction variable whose start must be taped (`icf[k, idx]`): one index tape per run of the loop
+   instead of a value tape per iteration.
    A cheap op whose operands are not all available is still recomputed when they come, through cheap ops,
    from at most MAX_TAPED_LEAVES loads and phis: those get taped instead (several needed values often
    share them: `right - q` and `q - left` in a stencil), a simple stand-in for Enzyme's min-cut.
@@ -22,8 +28,12 @@ from a reverse block in one of four ways, tried in this order by `PrimalValues.l
    - **indexed**, when the trip counts of the loops around `v` are known when the kernel starts: one
      element per run of `v`'s block, the product over the loops around `v`, outermost first, of their
      trip counts (plus one for the innermost loop when `v` is in its header, which runs once more than
-     the body). The forward pass stores `v` right after its definition at the index linearized from the
-     loop counters; the reverse pass loads it at the index of the reverse counters. A value outside every
+     the body). A load that reads the same element, unchanged, in every iteration of one of those loops
+     (array and indices do not change in it, nothing in it writes the array: `h[j]` read in `for o: for
+     j:` after the loop that wrote `h`) gets no index for that loop: its iterations store the same value
+     into one element (not for `prange` loops, whose iterations would write it at once). The forward
+     pass stores `v` right after its definition at the index linearized from the loop counters; the
+     reverse pass loads it at the index of the reverse counters. A value outside every
      loop that does not dominate the return block (it is inside a branch) gets a tape of one element.
    - **stack**, otherwise (a loop of unknown trip count around `v`, or one whose trip count the kernel
      computes): a `growable` array (capacity STACK_CAPACITY, doubled by `grow` when full) and a slot
@@ -138,7 +148,13 @@ class PrimalValues:
         self.function, self.tree, self.nest, self.frames = function, tree, nest, frames
         self.return_block = return_block
         self.counters = {frame.counter: frame for frame in frames.values()}
-        self.written_roots = written_roots(function)
+        writers = writers_by_root(function)
+        # with each writer its block now: the reverse pass replaces some writers (a split call becomes its
+        # augmented call), and a replaced one still writes there
+        self.writers = None if writers is None else \
+            {root: [(inst, inst.block) for inst in insts] for root, insts in writers.items()}
+        self.written_roots = None if writers is None else set(writers)
+        self._reach: dict[Block, set[Block]] = {}
         self.tapes: dict[Value, Tape] = {}
         """Every tape made, by the value it holds, in creation order."""
         self.stack_pointers: dict[Block, Instruction] = {}
@@ -168,14 +184,35 @@ class PrimalValues:
                 return context.counters[frame.loop]
             return self.lookup(frame.trip, context, builder)  # type: ignore[arg-type]
         induction = self._induction(value)
-        if induction is not None and self.is_available(value, context):
+        if induction is not None and self._counted_here(induction[0], context):
+            # start + counter * step; a start that is not at hand is looked up (taped, if it must be, once
+            # per run of the loop rather than once per iteration)
             loop, start, step = induction
             iteration = context.counters.get(loop) or self.lookup(self.frames[loop].trip, context, builder)  # type: ignore[arg-type]
             offset = builder.imul(iteration, self.lookup(step, context, builder))
             return builder.iadd(self.lookup(start, context, builder), offset, name=value.name)
-        if self.is_available(value, context) or self._cheaper_from_leaves(value, context):
+        if self.is_available(value, context) or self._cheaper_from_leaves(value, context) \
+                or self._reloadable(value, context):
             return self._recompute(value, context, builder)
         return self._load_from_tape(value, context, builder)
+
+    def _counted_here(self, loop: Loop, context: ReverseContext) -> bool:
+        """Is the iteration of `loop` known where `context` runs: its reverse counter, or its trip count
+        after it (a loop of unknown trip count records no counter to recompute from)?"""
+        return loop in context.counters or self.frames[loop].trip is not None
+
+    def _reloadable(self, value: Instruction, context: ReverseContext) -> bool:
+        """Is `value` a load from an array the function never writes, whose indices are at hand or
+        induction variables (way 3 with the induction rule of way 2: `icf[k, idx]` with `idx += 1` in the
+        loop)? Loading again costs no tape where taping the value costs one element per iteration."""
+        if value.op is not Op.LOAD or not self.unwritten_after(value) or not self.array_available(value.operands[0]):
+            return False
+        for index in value.operands[1:]:
+            induction = self._induction(index)
+            if not self.is_available(index, context) \
+                    and (induction is None or not self._counted_here(induction[0], context)):
+                return False
+        return True
 
     def _cheaper_from_leaves(self, value: Instruction, context: ReverseContext) -> bool:
         """Is `value` a cheap op better recomputed from the few loads and phis it is made of, taped
@@ -228,15 +265,44 @@ class PrimalValues:
         if isinstance(value, Phi):
             return False
         if value.op is Op.LOAD:
-            root = array_root(value.operands[0])
-            if root is None or self.written_roots is None or root in self.written_roots \
-                    or not self.array_available(value.operands[0]):
+            if not self.unwritten_after(value) or not self.array_available(value.operands[0]):
                 return False
             return all(self.is_available(index, context, depth + 1) for index in value.operands[1:])
         if not is_cheap(value):
             return False
         return all(self.array_available(operand) if operand.type.is_array
                    else self.is_available(operand, context, depth + 1) for operand in value.operands)
+
+    def unwritten_after(self, load: Instruction) -> bool:
+        """Does memory still hold what `load` read when the reverse pass runs? Yes when no write to its
+        array's root can run after it: none in a block reachable from the load's block, nor later in that
+        block (`qdiag`, filled before the loops that read it)."""
+        root = array_root(load.operands[0])
+        if root is None or self.writers is None:
+            return False
+        block = load.block
+        assert block is not None
+        reach = self._reachable(block)
+        position = block.instructions.index(load)
+        for writer, written in self.writers.get(root, ()):
+            if written in reach:
+                return False
+            if written is block and (writer.block is not block or block.instructions.index(writer) > position):
+                return False
+        return True
+
+    def _reachable(self, block: Block) -> set[Block]:
+        """The blocks reachable from `block` by one edge or more (`block` itself when it is in a cycle)."""
+        if block not in self._reach:
+            seen: set[Block] = set()
+            work = list(block.successors)
+            while work:
+                current = work.pop()
+                if current not in seen:
+                    seen.add(current)
+                    work.extend(current.successors)
+            self._reach[block] = seen
+        return self._reach[block]
 
     def array_available(self, array: Value) -> bool:
         """Can reverse code use the array value `array` itself: an argument, or a local array allocated once
@@ -294,6 +360,7 @@ class PrimalValues:
         if any(self.frames[loop].trip is None or self.in_entry(self.frames[loop].trip, loop) is None  # type: ignore[arg-type]
                for loop in loops):
             return self._make_stack_tape(value, loops)
+        loops = [loop for loop in loops if not self._same_in_every_iteration(value, loop)]
         extents, texts = [], []
         for loop in loops:
             extent = self.in_entry(self.frames[loop].trip, loop)  # type: ignore[arg-type]
@@ -314,6 +381,35 @@ class PrimalValues:
         self._store_in_forward(value, array, [self.frames[loop].counter for loop in loops], extents)
         size_text = " * ".join(texts) if texts else "1"
         return Tape(value, array, loops, extents, size_text)
+
+    def _same_in_every_iteration(self, value: Instruction, loop: Loop) -> bool:
+        """Does the load `value` read the same element, unchanged, in every iteration of `loop` (its array
+        and indices are defined outside the loop, and nothing in the loop writes the array)? Then its
+        tape needs no index for that loop: every iteration stores the same value into one element (`h[j]`
+        read in `for o: for j:`, written only before). Not for a `prange` loop (its iterations would
+        write one element at once) nor in the header of the innermost loop (which runs once more)."""
+        if value.op is not Op.LOAD or self.writers is None or value.block is loop.header \
+                or any("parallel" in phi.flags for phi in loop.header.phis):
+            return False
+        if any(self._varies_with(operand, loop, 0) for operand in value.operands):
+            return False
+        root = array_root(value.operands[0])
+        return root is not None and not any(written in loop for _, written in self.writers.get(root, ()))
+
+    def _varies_with(self, value: Value, loop: Loop, depth: int) -> bool:
+        """May `value` differ between iterations of `loop` (for the same iterations of the loops inside
+        it)? Not when defined outside it, nor for an induction variable of an inner loop whose start and
+        step do not (its counter is kept in the tape's index), nor for pure ops of such values."""
+        if not isinstance(value, Instruction) or value.block not in loop:
+            return False
+        if depth >= RECOMPUTE_DEPTH:
+            return True
+        induction = self._induction(value)
+        if induction is not None and induction[0] is not loop:
+            return self._varies_with(induction[1], loop, depth + 1) or self._varies_with(induction[2], loop, depth + 1)
+        if isinstance(value, Phi) or not value.info.pure:
+            return True
+        return any(self._varies_with(operand, loop, depth + 1) for operand in value.operands)
 
     def _make_stack_tape(self, value: Instruction, loops: list[Loop]) -> Tape:
         """A growable tape pushed to on every run of the value's block (module docstring)."""
@@ -492,7 +588,14 @@ def _safe_divisor_or_shift(inst: Instruction) -> bool:
 def written_roots(function: Function) -> set[Value] | None:
     """The array roots some store or atomic add of the function writes; None when a write goes through an
     array of unknown root (a phi of arrays), which may be any array: then no load counts as unwritten."""
-    written: set[Value] = set()
+    writers = writers_by_root(function)
+    return None if writers is None else set(writers)
+
+
+def writers_by_root(function: Function) -> dict[Value, list[Instruction]] | None:
+    """The instructions that write each array root (stores, atomic adds, grows, calls writing their
+    arguments); None as `written_roots` says."""
+    written: dict[Value, list[Instruction]] = {}
     for inst in function.instructions():
         if not OP_INFO[inst.op].writes_memory:
             continue
@@ -507,7 +610,8 @@ def written_roots(function: Function) -> set[Value] | None:
             roots = [array_root(inst.operands[0 if inst.op is Op.GROW else 1])]
         if None in roots:
             return None
-        written.update(roots)  # type: ignore[arg-type]
+        for root in roots:
+            written.setdefault(root, []).append(inst)  # type: ignore[arg-type]
     return written
 
 

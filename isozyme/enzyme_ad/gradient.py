@@ -79,12 +79,16 @@ def reverse_gradient(module: Module, function: Function, activities: Sequence[Ar
     return Gradient(module, result.function, activity, result.tapes)
 
 
+FUSION_ROUNDS = 3
+"""Rounds of loop fusion and O2 after AD, at most (one is enough unless O2 opens more fusions)."""
+
+
 def finish_derivative(module: Module, derivative: Function, stage: str, opt: str,
                       pass_options: PassOptions | None, on_stage: Callable[[str, Module], None] | None) -> None:
     """After AD: keep `derivative` and what it calls, recompute memory flags (a derivative writes its
     shadows), verify, report `stage`, and optimize unless opt="none": O2, then loop fusion (the same for
-    "post" and "pre": it is not what they compare; `ISOZYME_LOOP_FUSION=0` leaves it out), and O2 again
-    when loops fused; then the temporaries fusion made private to one iteration become values."""
+    "post" and "pre": it is not what they compare; `ISOZYME_LOOP_FUSION=0` leaves it out) and O2 again,
+    in rounds while loops fuse; then the temporaries fusion made private to one iteration become values."""
     keep_only_callees_of(module, derivative)
     run_passes(module, ["func-attrs"], pass_options)
     verify(module)
@@ -92,10 +96,16 @@ def finish_derivative(module: Module, derivative: Function, stage: str, opt: str
         on_stage(stage, module)
     if opt != "none":
         run_passes(module, ["O2"], pass_options)
-        if fusion_enabled() and run_passes(module, ["loop-fusion"], pass_options):
+        if not fusion_enabled():
+            return
+        fused = False
+        for _ in range(FUSION_ROUNDS):  # O2 cleans up the fused bodies, which may let more loops fuse
+            if not run_passes(module, ["loop-fusion"], pass_options):
+                break
             run_passes(module, ["O2"], pass_options)  # merges the fused bodies' blocks, forwards stores
-            if run_passes(module, ["scalarize-temporaries"], pass_options):
-                run_passes(module, ["O2"], pass_options)
+            fused = True
+        if fused and run_passes(module, ["scalarize-temporaries"], pass_options):
+            run_passes(module, ["O2"], pass_options)
 
 
 def split_mode_rules(module: Module, optimized: bool) -> None:

@@ -2,9 +2,9 @@
 
 After instcombine no instruction matches a rule of `RULES` (nor of `FASTMATH_RULES` in a function with the
 `fastmath` flag): commutative ops and orderings have a constant operand on the right only; `x + 0`,
-`x * 1`, `x * 2^k`, `x // 2^k`, `x % 2^k`, `x - x`, `x & x`, `fneg (fneg x)`, `x * 1.0`, `pow(x, 2.0)`, ...
-are rewritten (the tables list them all). Requires verified SSA; keeps it valid. Best after const-fold,
-which folds what has only constant operands; instcombine leaves that to it.
+`x * 1`, `x * 2^k`, `x // 2^k`, `x % 2^k`, `x - x`, `x & x`, `fneg (fneg x)`, `x * 1.0`, `pow(x, 2.0)`,
+`dim` of an `alloc`, ... are rewritten (the tables list them all). Requires verified SSA; keeps it valid.
+Best after const-fold, which folds what has only constant operands; instcombine leaves that to it.
 
 Every rule gives the value the interpreter computes (`semantics.py`), bit for bit (nan payloads aside,
 which no op can observe), with one documented exception. Integers wrap, so `x * 2^k` is `shl x, k`, and
@@ -27,7 +27,7 @@ from collections import deque
 from collections.abc import Callable
 
 from isozyme.ssa.builder import Builder
-from isozyme.ssa.ir import Constant, Function, Instruction, Value, canonical_scalar
+from isozyme.ssa.ir import Constant, Function, Instruction, Value, canonical_scalar, is_growable_alloc
 from isozyme.ssa.ops import Op
 from isozyme.ssa.semantics import evaluate
 from isozyme.ssa.types import ScalarType
@@ -263,7 +263,18 @@ def _one(inst: Instruction, b: Builder) -> Value:
 
 # --- the tables ---------------------------------------------------------------------------------------
 
+def dim_of_alloc(inst: Instruction, b: Builder) -> Value | None:
+    """`dim (alloc T[e0, e1, ...]), k` is e_k (the alloc ran, so e_k was not negative); not for a growable
+    alloc, which `grow` enlarges. So the loops of helper kernels over `h.shape[0]` of an array the caller
+    allocated get the same trip count value as the caller's loops (loop fusion needs that)."""
+    array = inst.operands[0]
+    if isinstance(array, Instruction) and array.op is Op.ALLOC and not is_growable_alloc(array):
+        return array.operands[inst.attrs["axis"]]
+    return None
+
+
 RULES: dict[Op, tuple[Rule, ...]] = {
+    Op.DIM: (dim_of_alloc,),
     Op.IADD: (constant_to_right, _lhs_if_rhs(0), reassociate_constants),
     Op.ISUB: (_lhs_if_rhs(0), _negate_if_lhs(0, Op.INEG), _same_operands(_zero)),
     Op.IMUL: (constant_to_right, _lhs_if_rhs(1), _rhs_if_rhs(0), _negate_if_rhs(-1, Op.INEG),

@@ -145,6 +145,12 @@ def canonicalize_loop_structure(function: Function) -> bool:
     return _fix_until_stable(function, [_insert_preheader, _merge_latches, _dedicate_exits])
 
 
+def insert_preheaders_and_latches(function: Function) -> bool:
+    """Items 1 and 2 only: simplify-cfg, the last pass of O2, may have folded empty latches away, leaving
+    loops with several back edges; loop fusion wants one latch and leaves exits as they are."""
+    return _fix_until_stable(function, [_insert_preheader, _merge_latches])
+
+
 # --- 4: the induction variable -----------------------------------------------------------------------------
 
 

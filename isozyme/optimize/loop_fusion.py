@@ -54,6 +54,7 @@ import math
 import os
 from dataclasses import dataclass
 
+from isozyme.optimize.loop_canonicalization import insert_preheaders_and_latches
 from isozyme.ssa.builder import Builder
 from isozyme.ssa.cfg import predecessors
 from isozyme.ssa.dominators import DominatorTree
@@ -77,11 +78,16 @@ def fusion_enabled() -> bool:
 
 
 def loop_fusion(function: Function) -> bool:
-    """Fuse adjacent loops until no pair fuses (module docstring)."""
+    """Fuse adjacent loops until no pair fuses (module docstring). When a loop has several latches
+    (simplify-cfg folds empty ones away), loops get preheaders and single latches first, so the IR may
+    change even when nothing fuses."""
     changed = False
-    while _fuse_one_pair(function):
+    while True:
+        if any(len(loop.latches) > 1 for loop in LoopNest(function)):
+            changed |= insert_preheaders_and_latches(function)
+        if not _fuse_one_pair(function):
+            return changed
         changed = True
-    return changed
 
 
 def _fuse_one_pair(function: Function) -> bool:

@@ -1,0 +1,332 @@
+"""`python -m isozyme bench`: pre- against post-optimization gradients on Enzyme's and ADBench's problems.
+
+    python -m isozyme bench [--suite quick|full] [--backend llvm|opencl] [--peers numba,jax,torch]
+                            [--only gmm,ba] [--min-time 0.2] [--json FILE] [--plot FILE.svg]
+
+For every benchmark of `benchmarks/suite` (run from the repository root: the suite is not installed with
+the package) and every size of the chosen suite, one row: the primal time; the gradient's time with
+`opt="post"` (AD of the optimized program) and `opt="pre"` (AD of the program as written, optimized
+afterwards); their ratio pre/post; the gradient/primal ratio (post); and the compile times of the three.
+
+Timing (`interleaved`): every variant is called once first, which compiles it (the disk cache is off for the
+run, so compile times are real) and warms it up; its compile time is that first call less the median of
+the calls that follow. Then the variants of one row take turns, one call at a time, each until it has run
+for at least `--min-time` seconds and 3 calls; the median and the minimum per call are reported. The inputs
+a call may write, and fresh zero shadows for a gradient, are made before each call, outside the timed
+region. Machines here are shared and noisy: the variants of one row are measured in one interleaved run so
+their ratios are fair.
+
+Peers (`--peers`, when installed and when the suite defines them for a benchmark, `benchmarks/suite/peers`):
+numba for the primal, JAX `jit(grad)` and PyTorch for gradients; their columns hold their time per call.
+
+At the end: a table, the geometric mean of pre/post over the Enzyme-style benchmarks (those whose gradient
+the optimizer changes asymptotically or by a constant: all of the suite but norm's n sweep is reported
+separately), the JSON of every measurement (`--json`), and a log-log plot as SVG (`--plot`, no plotting
+library needed): pre/post and gradient/primal against problem size, one line per benchmark.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+Prepared = Callable[[], object]
+Variant = Callable[[], Prepared]
+"""A variant of a benchmark: called outside the timed region, it returns the call that is timed."""
+
+
+@dataclass(frozen=True)
+class Timing:
+    median: float
+    """Seconds per call."""
+    min: float
+    calls: int
+    compile: float
+    """Seconds the first call took beyond the median: compilation (and first-touch costs)."""
+
+
+def interleaved(variants: Mapping[str, Variant], min_time: float, min_calls: int = 3) -> dict[str, Timing]:
+    """Time the variants in turns (module docstring)."""
+    first: dict[str, float] = {}
+    for name, variant in variants.items():
+        prepared = variant()
+        start = time.perf_counter()
+        prepared()
+        first[name] = time.perf_counter() - start
+    samples: dict[str, list[float]] = {name: [] for name in variants}
+    while pending := [name for name in variants
+                      if sum(samples[name]) < min_time or len(samples[name]) < min_calls]:
+        for name in pending:
+            prepared = variants[name]()
+            start = time.perf_counter()
+            prepared()
+            samples[name].append(time.perf_counter() - start)
+    timings = {}
+    for name, times in samples.items():
+        median = statistics.median(times)
+        timings[name] = Timing(median, min(times), len(times), max(0.0, first[name] - median))
+    return timings
+
+
+@dataclass
+class Row:
+    """One benchmark at one size: times in seconds per call."""
+
+    benchmark: str
+    label: str
+    scale: float
+    timings: dict[str, Timing]
+    peers: dict[str, Timing] = field(default_factory=dict)
+
+    @property
+    def speedup(self) -> float:
+        """pre/post: how much faster the gradient of the optimized program is."""
+        return self.timings["pre"].median / self.timings["post"].median
+
+    @property
+    def ratio(self) -> float:
+        """gradient (post) / primal."""
+        return self.timings["post"].median / self.timings["primal"].median
+
+
+def _fresh(value: object) -> object:
+    return value.copy() if isinstance(value, np.ndarray) else value
+
+
+def _variants(bench: Any, args: tuple, suite: Any) -> dict[str, Variant]:
+    def primal() -> Prepared:
+        fresh = tuple(_fresh(a) for a in args)
+        return lambda: bench.kernel(*fresh)
+
+    def gradient(opt: str) -> Variant:
+        def prepare() -> Prepared:
+            fresh = tuple(_fresh(a) for a in args)
+            if bench.gradient is not None:
+                return lambda: bench.gradient(fresh, opt)
+            annotated, _ = suite.annotate(bench, fresh)
+            import isozyme as iz
+            return lambda: iz.autodiff(bench.kernel, *annotated, seed=bench.seed_return, opt=opt)
+        return prepare
+    return {"primal": primal, "post": gradient("post"), "pre": gradient("pre")}
+
+
+def _peer_variants(bench: Any, args: tuple, peers: Sequence[str]) -> dict[str, Variant]:
+    try:
+        from benchmarks.suite import peers as peer_module  # type: ignore[import-not-found]
+    except ImportError:
+        return {}
+    found = {}
+    for peer in peers:
+        make = peer_module.variant(bench.name, peer)
+        if make is not None:
+            found[peer] = make(args)
+    return found
+
+
+class Progress:
+    """A one-line progress bar on a terminal; a line per step otherwise."""
+
+    def __init__(self, total: int, stream: Any = sys.stderr) -> None:
+        self.total, self.done, self.stream = total, 0, stream
+        self.tty = hasattr(stream, "isatty") and stream.isatty()
+        self.start = time.perf_counter()
+
+    def step(self, text: str) -> None:
+        width = 30
+        filled = width * self.done // max(self.total, 1)
+        line = f"[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} " \
+               f"{time.perf_counter() - self.start:5.0f}s  {text}"
+        if self.tty:
+            self.stream.write("\r\033[K" + line[:120])
+        else:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+        self.done += 1
+
+    def finish(self) -> None:
+        if self.tty:
+            self.stream.write("\r\033[K")
+        self.stream.flush()
+
+
+def run_suite(suite_name: str, min_time: float, peers: Sequence[str] = (), only: Iterable[str] | None = None,
+              stream: Any = sys.stderr) -> list[Row]:
+    """Measure every benchmark of the suite at every size of `suite_name` (module docstring)."""
+    from benchmarks import suite  # type: ignore[import-not-found]
+
+    wanted = set(only) if only else None
+    work = [(bench, size) for bench in suite.all_benchmarks() if wanted is None or bench.name in wanted
+            for size in bench.sizes[suite_name]]
+    progress = Progress(len(work), stream)
+    rows = []
+    for bench, size in work:
+        progress.step(f"{bench.name} {bench.label(size)}")
+        args = bench.make_args(seed=0, **size)
+        timings = interleaved(_variants(bench, args, suite), min_time)
+        peer_timings = interleaved(_peer_variants(bench, args, peers), min_time) if peers else {}
+        rows.append(Row(bench.name, bench.label(size), float(bench.scale(size)), timings, peer_timings))
+    progress.step("done")
+    progress.finish()
+    return rows
+
+
+def _time(seconds: float) -> str:
+    for unit, factor in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if seconds >= factor or unit == "us":
+            return f"{seconds / factor:.3g} {unit}"
+    raise AssertionError
+
+
+def format_table(rows: Sequence[Row]) -> str:
+    peers = sorted({peer for row in rows for peer in row.peers})
+    header = ["benchmark", "size", "primal", "grad post", "grad pre", "pre/post", "grad/primal",
+              "compile post", "compile pre"] + peers
+    lines = [header]
+    compiled: set[str] = set()
+    for row in rows:
+        t = row.timings
+        first = row.benchmark not in compiled  # a kernel compiles once, for every size
+        compiled.add(row.benchmark)
+        lines.append([row.benchmark, row.label, _time(t["primal"].median), _time(t["post"].median),
+                      _time(t["pre"].median), f"{row.speedup:.2f}x", f"{row.ratio:.2f}",
+                      _time(t["post"].compile) if first else "", _time(t["pre"].compile) if first else ""]
+                     + [_time(row.peers[p].median) if p in row.peers else "-" for p in peers])
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    text = ["  ".join(cell.ljust(w) if i < 2 else cell.rjust(w) for i, (cell, w) in enumerate(zip(line, widths)))
+            for line in lines]
+    text.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(text)
+
+
+def geometric_mean(values: Iterable[float]) -> float:
+    values = list(values)
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
+
+
+def summary(rows: Sequence[Row]) -> str:
+    enzyme_style = [row.speedup for row in rows if row.benchmark != "norm"]
+    norm = [f"{row.label}: {row.speedup:.1f}x" for row in rows if row.benchmark == "norm"]
+    lines = [f"geometric mean of pre/post over {len(enzyme_style)} rows (norm's sweep apart): "
+             f"{geometric_mean(enzyme_style):.2f}x (Enzyme reports 4.2x on its suite)"]
+    if norm:
+        lines.append("norm pre/post, O(n^2) against O(n): " + ", ".join(norm))
+    return "\n".join(lines)
+
+
+def to_json(rows: Sequence[Row], suite: str, backend: str) -> dict[str, Any]:
+    return {"suite": suite, "backend": backend, "machine": platform.machine(), "processor": platform.processor(),
+            "cpus": os.cpu_count(), "python": platform.python_version(),
+            "rows": [{"benchmark": r.benchmark, "label": r.label, "scale": r.scale, "speedup": r.speedup,
+                      "ratio": r.ratio, "timings": {k: asdict(v) for k, v in r.timings.items()},
+                      "peers": {k: asdict(v) for k, v in r.peers.items()}} for r in rows]}
+
+
+# --- the plot: two log-log panels as SVG ------------------------------------------------------------------
+
+COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf",
+          "#7f7f7f", "#bcbd22")
+
+
+def _log_ticks(low: float, high: float) -> list[float]:
+    return [10.0 ** e for e in range(math.floor(math.log10(low)), math.ceil(math.log10(high)) + 1)]
+
+
+def _panel(series: Mapping[str, list[tuple[float, float]]], title: str, left: float, colors: Mapping[str, str],
+           width: float = 420, height: float = 300, top: float = 40) -> list[str]:
+    points = [p for values in series.values() for p in values if p[0] > 0 and p[1] > 0]
+    xs, ys = [p[0] for p in points], [p[1] for p in points]
+    x_ticks, y_ticks = _log_ticks(min(xs), max(xs)), _log_ticks(min(min(ys), 1.0), max(ys))
+    x_lo, x_hi = math.log10(x_ticks[0]), math.log10(x_ticks[-1]) or 1.0
+    y_lo, y_hi = math.log10(y_ticks[0]), math.log10(y_ticks[-1])
+    x_hi, y_hi = (x_hi if x_hi > x_lo else x_lo + 1), (y_hi if y_hi > y_lo else y_lo + 1)
+
+    def px(x: float) -> float:
+        return left + (math.log10(x) - x_lo) / (x_hi - x_lo) * width
+
+    def py(y: float) -> float:
+        return top + height - (math.log10(y) - y_lo) / (y_hi - y_lo) * height
+    out = [f'<text x="{left + width / 2}" y="{top - 14}" text-anchor="middle" font-size="14">{title}</text>',
+           f'<rect x="{left}" y="{top}" width="{width}" height="{height}" fill="none" stroke="#444"/>']
+    for tick in x_ticks:
+        out.append(f'<line x1="{px(tick):.1f}" y1="{top}" x2="{px(tick):.1f}" y2="{top + height}" stroke="#ddd"/>')
+        out.append(f'<text x="{px(tick):.1f}" y="{top + height + 16}" text-anchor="middle" font-size="11">'
+                   f'{tick:g}</text>')
+    for tick in y_ticks:
+        out.append(f'<line x1="{left}" y1="{py(tick):.1f}" x2="{left + width}" y2="{py(tick):.1f}" stroke="#ddd"/>')
+        out.append(f'<text x="{left - 6}" y="{py(tick) + 4:.1f}" text-anchor="end" font-size="11">{tick:g}</text>')
+    out.append(f'<text x="{left + width / 2}" y="{top + height + 34}" text-anchor="middle" font-size="12">'
+               f'problem size</text>')
+    for name, values in series.items():
+        values = sorted(p for p in values if p[0] > 0 and p[1] > 0)
+        path = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in values)
+        out.append(f'<polyline points="{path}" fill="none" stroke="{colors[name]}" stroke-width="2"/>')
+        out.extend(f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="3" fill="{colors[name]}"/>' for x, y in values)
+    return out
+
+
+def plot_svg(rows: Sequence[Row], path: str) -> None:
+    """Write the two panels of the module docstring to `path`."""
+    names = list(dict.fromkeys(row.benchmark for row in rows))
+    colors = {name: COLORS[i % len(COLORS)] for i, name in enumerate(names)}
+    speedups = {n: [(r.scale, r.speedup) for r in rows if r.benchmark == n] for n in names}
+    ratios = {n: [(r.scale, r.ratio) for r in rows if r.benchmark == n] for n in names}
+    body = _panel(speedups, "gradient pre/post (higher: optimizing first wins)", 70, colors)
+    body += _panel(ratios, "gradient/primal (post)", 580, colors)
+    for i, name in enumerate(names):
+        y = 400 + 18 * (i // 5)
+        x = 70 + 190 * (i % 5)
+        body.append(f'<rect x="{x}" y="{y - 9}" width="12" height="12" fill="{colors[name]}"/>')
+        body.append(f'<text x="{x + 18}" y="{y + 2}" font-size="12">{name}</text>')
+    height = 420 + 18 * ((len(names) - 1) // 5 + 1)
+    with open(path, "w", encoding="utf-8") as out:
+        out.write(f'<svg xmlns="http://www.w3.org/2000/svg" width="1040" height="{height}" '
+                  f'font-family="sans-serif">\n<rect width="100%" height="100%" fill="white"/>\n')
+        out.write("\n".join(body))
+        out.write("\n</svg>\n")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--suite", choices=("quick", "full"), default="quick")
+    parser.add_argument("--backend", choices=("llvm", "opencl"), default="llvm")
+    parser.add_argument("--peers", default="", help="comma-separated: numba, jax, torch (those installed)")
+    parser.add_argument("--only", default="", help="comma-separated benchmark names")
+    parser.add_argument("--min-time", type=float, default=0.2, help="seconds each variant runs at least")
+    parser.add_argument("--json", default=None, metavar="FILE", help="write every measurement as JSON")
+    parser.add_argument("--plot", default=None, metavar="FILE.svg", help="write the log-log plot")
+
+
+def command_bench(args: argparse.Namespace) -> int:
+    os.environ["ISOZYME_CACHE"] = "off"  # compile times are real, and no stale entry is timed
+    os.environ["ISOZYME_BACKEND"] = args.backend
+    sys.path.insert(0, os.getcwd())
+    try:
+        import benchmarks.suite  # type: ignore[import-not-found]  # noqa: F401
+    except ImportError as error:
+        print(f"isozyme bench: cannot import benchmarks.suite ({error}); run it from the repository root",
+              file=sys.stderr)
+        return 1
+    peers = [p for p in args.peers.split(",") if p]
+    only = [o for o in args.only.split(",") if o] or None
+    started = time.perf_counter()
+    rows = run_suite(args.suite, args.min_time, peers, only)
+    print(f"isozyme bench --suite {args.suite} --backend {args.backend}: {len(rows)} rows in "
+          f"{time.perf_counter() - started:.0f} s (median per call; compile = first call less the median)")
+    print(format_table(rows))
+    print(summary(rows))
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as out:
+            json.dump(to_json(rows, args.suite, args.backend), out, indent=1)
+    if args.plot:
+        plot_svg(rows, args.plot)
+    return 0
