@@ -2,7 +2,8 @@
 layered code is written: one small helper kernel per layer stage, a loss kernel calling them, and
 `iz.grad` for a training step. Loop fusion (`optimize/loop_fusion.py`) has work to do on its gradient.
 
-Every activation is stored feature-major, `h[j, b]` (feature j, sample b of the batch), and every stage
+Every stage writes a new array, as a tensor program would (the pre-activations z1, z2 and the activations
+h1, h2). Every array is stored feature-major, `h[j, b]` (feature j, sample b of the batch), and every stage
 loops `for j in iz.prange(features): for b in range(batch)`: the parallel index of a layer (`dense`) is the
 one of its epilogue (`bias_sigmoid`) and of the loss, so each stage reads only what the same iteration j of
 the stage before wrote. With the helpers inlined (the default), the forward sweep is five `prange` loops
@@ -44,11 +45,11 @@ def dense(out: Array[f64, 2], W: Array[f64, 2], x: Array[f64, 2]):
 
 
 @iz.kernel
-def bias_sigmoid(h: Array[f64, 2], bias: Array[f64]):
-    # h[j, b] = sigmoid(h[j, b] + bias[j]), in place
-    for j in iz.prange(h.shape[0]):
-        for b in range(h.shape[1]):
-            h[j, b] = 1.0 / (1.0 + iz.exp(-(h[j, b] + bias[j])))
+def bias_sigmoid(out: Array[f64, 2], z: Array[f64, 2], bias: Array[f64]):
+    # out[j, b] = sigmoid(z[j, b] + bias[j]), into a new array as a tensor program would
+    for j in iz.prange(z.shape[0]):
+        for b in range(z.shape[1]):
+            out[j, b] = 1.0 / (1.0 + iz.exp(-(z[j, b] + bias[j])))
 
 
 @iz.kernel
@@ -69,12 +70,14 @@ def mean_squared_error(h: Array[f64, 2], targets: Array[f64, 2]) -> f64:
 def mlp_loss(W1: Array[f64, 2], b1: Array[f64], W2: Array[f64, 2], b2: Array[f64], X: Array[f64, 2],
              Y: Array[f64, 2]) -> f64:
     batch = X.shape[1]
+    z1 = iz.empty((W1.shape[0], batch), f64)
+    dense(z1, W1, X)
     h1 = iz.empty((W1.shape[0], batch), f64)
-    dense(h1, W1, X)
-    bias_sigmoid(h1, b1)
+    bias_sigmoid(h1, z1, b1)
+    z2 = iz.empty((W2.shape[0], batch), f64)
+    dense(z2, W2, h1)
     h2 = iz.empty((W2.shape[0], batch), f64)
-    dense(h2, W2, h1)
-    bias_sigmoid(h2, b2)
+    bias_sigmoid(h2, z2, b2)
     return mean_squared_error(h2, Y)
 
 

@@ -20,7 +20,7 @@ from a reverse block in one of four ways, tried in this order by `PrimalValues.l
    induction variable whose start must be taped (`icf[k, idx]`): one index tape per run of the loop
    instead of a value tape per iteration.
    A cheap op whose operands are not all available is still recomputed when they come, through cheap ops,
-   from at most MAX_TAPED_LEAVES loads and phis: those get taped instead (several needed values often
+   from at most MAX_TAPED_LEAVES loads, phis and expensive values: those get taped instead (several needed values often
    share them: `right - q` and `q - left` in a stencil), a simple stand-in for Enzyme's min-cut.
 4. **Taped**: everything else (phis, expensive math, loads of memory that is written, values whose operands
    are not available). A tape is a local array allocated in the entry block (not in the loop's preheader,
@@ -232,11 +232,9 @@ class PrimalValues:
             return True
         if not isinstance(value, Instruction) or depth >= RECOMPUTE_DEPTH:
             return False
-        if isinstance(value, Phi) or value.op is Op.LOAD:
-            leaves.add(value)
+        if isinstance(value, Phi) or value.op is Op.LOAD or not is_cheap(value):
+            leaves.add(value)  # `1 + exp(-z)` from the tape of `exp(-z)`, which the reverse needs anyway
             return len(leaves) <= MAX_TAPED_LEAVES
-        if not is_cheap(value):
-            return False
         return all(self._collect_leaves(operand, context, leaves, depth + 1) for operand in value.operands)
 
     def is_direct(self, value: Value) -> bool:

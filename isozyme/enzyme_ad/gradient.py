@@ -88,7 +88,9 @@ def finish_derivative(module: Module, derivative: Function, stage: str, opt: str
     """After AD: keep `derivative` and what it calls, recompute memory flags (a derivative writes its
     shadows), verify, report `stage`, and optimize unless opt="none": O2, then loop fusion (the same for
     "post" and "pre": it is not what they compare; `ISOZYME_LOOP_FUSION=0` leaves it out) and O2 again,
-    in rounds while loops fuse; then the temporaries fusion made private to one iteration become values."""
+    in rounds while loops fuse; then the temporaries fusion made private to one iteration become values.
+    Last, allocs move down to their uses (memory reuse then lets a shadow share the bytes of arrays that
+    died in the forward sweep)."""
     keep_only_callees_of(module, derivative)
     run_passes(module, ["func-attrs"], pass_options)
     verify(module)
@@ -96,16 +98,21 @@ def finish_derivative(module: Module, derivative: Function, stage: str, opt: str
         on_stage(stage, module)
     if opt != "none":
         run_passes(module, ["O2"], pass_options)
-        if not fusion_enabled():
-            return
-        fused = False
-        for _ in range(FUSION_ROUNDS):  # O2 cleans up the fused bodies, which may let more loops fuse
-            if not run_passes(module, ["loop-fusion"], pass_options):
-                break
-            run_passes(module, ["O2"], pass_options)  # merges the fused bodies' blocks, forwards stores
-            fused = True
-        if fused and run_passes(module, ["scalarize-temporaries"], pass_options):
-            run_passes(module, ["O2"], pass_options)
+        if fusion_enabled():
+            fuse_loops(module, pass_options)
+        run_passes(module, ["sink-allocs"], pass_options)  # shadows start where the reverse sweep does
+
+
+def fuse_loops(module: Module, pass_options: PassOptions | None) -> None:
+    """Loop fusion and O2 in rounds, then scalarize-temporaries (and O2) when anything fused."""
+    fused = False
+    for _ in range(FUSION_ROUNDS):  # O2 cleans up the fused bodies, which may let more loops fuse
+        if not run_passes(module, ["loop-fusion"], pass_options):
+            break
+        run_passes(module, ["O2"], pass_options)  # merges the fused bodies' blocks, forwards stores
+        fused = True
+    if fused and run_passes(module, ["scalarize-temporaries"], pass_options):
+        run_passes(module, ["O2"], pass_options)
 
 
 def split_mode_rules(module: Module, optimized: bool) -> None:

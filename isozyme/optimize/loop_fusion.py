@@ -12,8 +12,10 @@ Two loops L1 and L2 fuse when all of this holds (anything it cannot prove, it le
     and has one latch, and the two induction variables run through the same values (same start, step,
     exit test and bound): `0, 1, ... < t` loops, and the `t, t-1, ... != 0` loops of the reverse sweep.
     Both are `prange` loops or neither is (fused, a parallel loop would run serially).
-  - shape: L1's exit block E1 holds only a branch; from E1 a chain of blocks, each reached only from the
-    one before, leads to L2's header; the branches on the way either go on or skip L2 to its exit E2. What
+  - shape: L1's exit block E1 holds a branch and perhaps allocs and pure values (the arrays of the next
+    stage: they move before L1, to the first block of the chain that leads to it); from E1 a chain of
+    blocks, each reached only from the one before, leads to L2's header; the branches on the way either
+    go on or skip L2 to its exit E2. What
     decides whether L1 runs (the `cbr`s of the single-predecessor chain before it that skip to E1) and
     what decides whether L2 runs (those after E1) must be the same conditions, not counting guards that
     skip a loop only when it would run zero times (`t > 0`, `t == 0` for the loop's extent t; AD's reverse
@@ -194,13 +196,15 @@ def _chain_after(one: Candidate, two_exit: Block, header_two: Block) -> tuple[li
 def _adjacent(first: Loop, nest: LoopNest) -> Pair | None:
     """`first` and the loop after it, when the shape is the one the docstring describes."""
     one = _counted(first)
-    if one is None or one.exit.phis or len(one.exit.instructions) != 1:
+    if one is None or one.exit.phis:
         return None
     function = first.header.function
     assert function is not None
     skips_one, guards_one = _skips_before(one)
     if set(predecessors(function)[one.exit]) != {first.header, *skips_one}:
         return None  # E1 is also reached some other way, on which L2 runs without L1
+    if not _exit_hoistable(one, skips_one):
+        return None
     preds = predecessors(function)
     for second in nest:
         if second.parent is first.parent and second is not first \
@@ -257,6 +261,28 @@ def _behind(block: Block, start: Block, preds: dict[Block, list[Block]]) -> bool
             return False
         seen.add(block)
         block = preds[block][0]
+    return True
+
+
+def _top(one: Candidate, skips_one: list[Block]) -> Block:
+    """The first block of the chain that leads to L1: it runs on every path to E1."""
+    return skips_one[-1] if skips_one else one.entering
+
+
+def _exit_hoistable(one: Candidate, skips_one: list[Block]) -> bool:
+    """Can what E1 holds besides its branch (allocs of the arrays the next stage writes, pure values)
+    run before L1, at the end of the chain's first block, which every path to E1 runs through?"""
+    moving = one.exit.instructions[:-1]
+    if not moving:
+        return True
+    top = _top(one, skips_one)
+    tree = DominatorTree(one.exit.function)  # type: ignore[arg-type]
+    for inst in moving:
+        if not (inst.info.pure or inst.op is Op.ALLOC and not is_growable_alloc(inst)):
+            return False
+        if any(isinstance(operand, Instruction) and operand not in moving
+               and not tree.dominates(operand.block, top) for operand in inst.operands):  # type: ignore[arg-type]
+            return False
     return True
 
 
@@ -469,6 +495,10 @@ def _fuse(pair: Pair) -> None:
     function = header_one.function
     assert function is not None
     iv_two.replace_all_uses_with(iv_one)
+    top_end = _top(one, pair.skips_one).terminator
+    assert top_end is not None
+    for inst in list(one.exit.instructions[:-1]):  # allocs and values E1 held: before L1
+        inst.move_before(top_end)
     start = body_two.instructions[0]
     for inst in _header_computations(two):
         inst.move_before(start)

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import TextIO
 
+from isozyme.optimize.alloc_sinking import sink_allocs
 from isozyme.optimize.common_subexpression_elimination import common_subexpression_elimination
 from isozyme.optimize.constant_folding import constant_folding
 from isozyme.optimize.dead_code_elimination import dead_code_elimination
@@ -95,6 +96,7 @@ REGISTRY: dict[str, Pass] = {p.name: p for p in (
     Pass("loop-fusion", loop_fusion, "fuse adjacent loops over the same iteration space when no dependence forbids"),
     Pass("scalarize-temporaries", scalarize_private_arrays,
          "replace a local array private to the iterations of a loop by the values stored into it"),
+    Pass("sink-allocs", sink_allocs, "move each alloc down to the nearest common dominator of its uses"),
     Pass("memory-reuse", place_in_arena, "local arrays as views of one arena per call, by liveness (codegen's "
          "last step: no pass may follow it)"),
 )}

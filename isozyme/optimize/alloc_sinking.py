@@ -1,0 +1,58 @@
+"""sink-allocs: move each local array's `alloc` down to where its uses begin (after AD, before memory reuse).
+
+AD allocates the shadow of a local array in the entry block (`d_prev = alloc f64[n] zeroed`), but the
+forward sweep never touches it: its uses all lie in the reverse sweep. Where an `alloc` sits is where its
+array's live range starts (`memory_reuse.py`), so a shadow allocated at the entry overlaps every array of
+the forward sweep and can share bytes with none. Moved to the nearest common dominator of its uses, it
+starts where the reverse sweep starts, and the arena can give it the bytes of arrays that died in the
+forward sweep (heat's `prev` and `d_prev`, an MLP's forward temporaries and the adjoints of the reverse).
+
+An alloc moves when it has uses, none of them a phi (an array flowing through a phi is used at the end of
+the incoming block: left where it is), to the nearest common dominator of the blocks of its uses or, when
+that lies in a loop the alloc is not in, to its nearest dominator that does not (never into a loop, where
+it would run once per iteration: the reverse sweep's loops start with the block before them). It goes
+before its first use in that block, or before the block's branch. Its extents are defined before
+its old place, which dominates the new one. A `zeroed` alloc zeroes its array where it now stands, which
+is before every use. Growable allocs stay (their tapes are pushed from the start). The alloc's check of
+its extents runs later, or not at all on paths that do not use the array, as dce's deletion of unused
+allocs already allows. Requires verified SSA; keeps it valid.
+"""
+
+from __future__ import annotations
+
+from isozyme.ssa.dominators import DominatorTree
+from isozyme.ssa.ir import Block, Function, Phi, is_growable_alloc
+from isozyme.ssa.loops import LoopNest
+from isozyme.ssa.ops import Op
+
+
+def sink_allocs(function: Function) -> bool:
+    """Move allocs down to their uses (module docstring); True if any moved."""
+    tree = DominatorTree(function)
+    nest = LoopNest(function, tree)
+    changed = False
+    for alloc in [inst for inst in function.instructions() if inst.op is Op.ALLOC]:
+        users = [use.user for use in alloc.uses]
+        if not users or is_growable_alloc(alloc) or any(isinstance(user, Phi) for user in users):
+            continue
+        target = _common_dominator(tree, [user.block for user in users])  # type: ignore[misc]
+        home = nest.loop_of(alloc.block)  # type: ignore[arg-type]
+        while nest.loop_of(target) is not home:  # not into a loop: up to the block before it
+            target = tree.idom[target]  # type: ignore[assignment]
+        if target is alloc.block:
+            continue
+        anchor = next((inst for inst in target.instructions if inst in users), target.terminator)
+        assert anchor is not None
+        alloc.move_before(anchor)
+        changed = True
+    return changed
+
+
+def _common_dominator(tree: DominatorTree, blocks: list[Block]) -> Block:
+    """The nearest block that dominates every block of `blocks`."""
+    found = blocks[0]
+    while not all(tree.dominates(found, block) for block in blocks):
+        parent = tree.idom[found]
+        assert parent is not None and parent is not found, "the entry dominates every reachable block"
+        found = parent
+    return found
