@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import re
 
+import numpy as np
 import pytest
 
 import isozyme as iz
@@ -63,3 +64,93 @@ def test_grad_stage_needs_an_activity() -> None:
         iz.show_ir(total, stage="grad")
     with pytest.raises(ValueError, match="one entry per parameter"):
         iz.show_cache(total, activity=("dup",))
+
+
+# --- what the cache planner no longer tapes (enzyme_ad/cache.py) ----------------------------------------
+
+
+@iz.kernel
+def triangle(icf: Array[f64], x: Array[f64], reps: i64) -> f64:
+    d = len(x)
+    s = 0.0
+    for _ in range(reps):
+        idx = 0
+        for col in range(d):
+            for row in range(col + 1, d):
+                s += icf[idx] * x[col] * x[row]
+                idx += 1
+    return s
+
+
+@iz.kernel
+def rewritten_each_step(W: Array[f64, 2], x: Array[f64], steps: i64) -> f64:
+    n = len(x)
+    h = iz.empty(n, f64)
+    for _ in range(steps):
+        for j in range(n):
+            h[j] = iz.sin(W[j, j] * x[j])
+        for o in range(n):
+            for j in range(n):
+                W[o, j] -= 0.1 * h[j] * h[o]
+    t = 0.0
+    for o in range(n):
+        t += W[o, 0] * W[o, 0]
+    return t
+
+
+@iz.kernel
+def filled_first(x: Array[f64], n: i64) -> f64:
+    q = iz.empty(n, f64)
+    for i in range(n):
+        q[i] = iz.exp(x[i])
+    s = 0.0
+    for _ in range(3):
+        for i in range(n):
+            s += iz.sin(q[i] * x[i])
+    return s
+
+
+def _tapes(kernel: iz.Kernel, activity: tuple[str, ...]) -> list[str]:
+    return iz.show_cache(kernel, activity=activity).splitlines()[1:]
+
+
+def _check_gradient(kernel: iz.Kernel, args: list, position: int) -> None:
+    """The gradient in argument `position` against central differences of the undecorated function."""
+    grad = iz.grad(kernel, argnums=position)(*[a.copy() if hasattr(a, "copy") else a for a in args])
+    base = args[position]
+    for index in [tuple(0 for _ in base.shape), tuple(s - 1 for s in base.shape)]:
+        values = []
+        for step in (1e-6, -1e-6):
+            shifted = [a.copy() if hasattr(a, "copy") else a for a in args]
+            shifted[position][index] += step
+            values.append(kernel.py_func(*shifted))
+        assert abs((values[0] - values[1]) / 2e-6 - grad[index]) < 1e-6 * (1 + abs(grad[index]))
+
+
+def test_an_inner_counter_is_taped_per_run_of_its_loop_and_the_load_it_indexes_is_reloaded() -> None:
+    """`idx += 1` in the row loop is `start + counter`, its start taped once per run of the row loop (not
+    once per iteration), and `icf[idx]` is loaded again (nothing writes icf): one tape, reps * (d + 1)."""
+    tapes = _tapes(triangle, ("dup", "dup", "const"))
+    assert len(tapes) == 1 and tapes[0].startswith("%idx  i64  x "), tapes
+    assert "upper_bound" not in tapes[0]  # no factor for the row loop's iterations
+    rng = np.random.default_rng(0)
+    _check_gradient(triangle, [rng.standard_normal(6), rng.standard_normal(4), 2], 0)
+    _check_gradient(triangle, [rng.standard_normal(6), rng.standard_normal(4), 2], 1)
+
+
+def test_a_load_unchanged_through_a_loop_gets_no_index_for_it() -> None:
+    """h[j] read inside `for o: for j:` after the loop that wrote h: steps * n elements, not steps * n * n."""
+    tapes = _tapes(rewritten_each_step, ("dup", "dup", "const"))
+    line = _line_of(rewritten_each_step, "W[o, j] -= 0.1")
+    h_tapes = [t for t in tapes if t.endswith(f":{line}") and "<load>" in t]
+    assert h_tapes and all(t.count("x.shape[0]") == 1 for t in h_tapes), tapes
+    rng = np.random.default_rng(1)
+    _check_gradient(rewritten_each_step, [rng.standard_normal((4, 4)), rng.standard_normal(4), 3], 0)
+
+
+def test_an_array_filled_before_the_loops_that_read_it_is_reloaded() -> None:
+    """q is written once, before the loops that read it: q[i] needs no tape (but x[i] * q[i] goes through
+    sin, whose argument is taped or recomputed from loads of x and q)."""
+    tapes = _tapes(filled_first, ("dup", "const"))
+    assert not any(t.startswith("<load>") for t in tapes), tapes
+    _check_gradient(filled_first, [np.random.default_rng(2).standard_normal(5), 5], 0)
