@@ -8,6 +8,7 @@
         ...
 """
 
+from isozyme import testing  # iz.testing: gradcheck, assert_ir, the lit runner
 from isozyme.enzyme_ad.errors import DifferentiationError
 from isozyme.frontend.annotations import Array, boolean, f32, f64, i32, i64
 from isozyme.frontend.diagnostics import CompileError
@@ -45,5 +46,6 @@ __all__ = [
     "Active", "Array", "CompileError", "Const", "DeviceArray", "DifferentiationError", "Duplicated", "Kernel",
     "acos", "asin", "atan", "atan2", "autodiff", "boolean", "ceil", "cos", "cosh", "empty", "erf", "exp",
     "expm1", "f32", "f64", "fabs", "floor", "fwddiff", "grad", "hvp", "i32", "i64", "kernel", "log", "log1p",
-    "pow", "prange", "show_cache", "show_ir", "show_memory", "sin", "sinh", "sqrt", "tan", "tanh", "to_device", "zeros",
+    "pow", "prange", "show_cache", "show_ir", "show_memory", "sin", "sinh", "sqrt", "tan", "tanh", "testing",
+    "to_device", "zeros",
 ]

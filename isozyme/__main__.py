@@ -6,9 +6,10 @@
         the timing table go to stderr
     isozyme run FILE.ir @f ARG... [--step-limit N]
         interpret @f on the arguments and print its return value, then every array argument it changed
-    isozyme ir FILE.py[:kernel] [--stage ssa|opt|grad|grad-opt|fwd|fwd-opt|llvm|llvm-opt] [-O PIPELINE]
-                                [--activity const,dup,...]
-        print the IR of the kernels of a Python file at a stage of the compiler
+    isozyme ir FILE.py[:kernel] [--stage ssa|opt|grad|grad-opt|fwd|fwd-opt|llvm|llvm-opt|opencl] [-O PIPELINE]
+                                [--activity const,dup,...] [--dot FILE.dot] [--color auto|always|never]
+        print the IR of the kernels of a Python file at a stage of the compiler (with --activity, the
+        llvm, llvm-opt and opencl stages show the gradient's code); --dot also writes its CFG for Graphviz
     isozyme bench [--suite quick|full] [--backend llvm|opencl] [--peers ...] [--json FILE] [--plot FILE]
         the main job: primal and gradient (opt="post" and "pre") times on the suite of benchmarks/suite,
         run from the repository root (isozyme/benchmarking.py)
@@ -151,12 +152,19 @@ def build_parser() -> argparse.ArgumentParser:
     ir.add_argument("--stage", default="ssa", choices=STAGES,
                     help="ssa: as lowered; opt: optimized; grad, grad-opt: the reverse-mode gradient diffe_f "
                          "right after AD and optimized; fwd, fwd-opt: the same for forward mode (fwddiffe_f); "
-                         "llvm: LLVM IR as emitted; llvm-opt: after LLVM's O3")
+                         "llvm: LLVM IR as emitted; llvm-opt: after LLVM's O3; opencl: the OpenCL C (these three "
+                         "show the gradient's code when --activity is given)")
     ir.add_argument("-O", "--opt", default=None,
-                    help="the pipeline of --stage opt (default O2); for the grad and fwd stages: post, pre or none "
-                         "(default post)")
+                    help="the pipeline of --stage opt (default O2); for the grad and fwd stages, and llvm, llvm-opt "
+                         "and opencl with --activity: post, pre or none (default post)")
     ir.add_argument("--activity", default=None, type=lambda text: tuple(text.split(",")),
-                    help="for the grad and fwd stages: const, dup or active per parameter, comma-separated")
+                    help="for the grad and fwd stages: const, dup or active per parameter, comma-separated; "
+                         "with llvm, llvm-opt or opencl: show the code of the gradient diffe_f instead")
+    ir.add_argument("--dot", default=None, metavar="FILE",
+                    help="also write the CFG of the stage's functions as Graphviz (and FILE.svg when the dot "
+                         "program is installed); adjoint blocks are colored apart from primal ones")
+    ir.add_argument("--color", default="auto", choices=("auto", "always", "never"),
+                    help="syntax highlighting: auto (when stdout is a terminal), always or never")
     ir.set_defaults(handler=command_ir)
     bench = commands.add_parser("bench", help="pre- against post-optimization gradients on the benchmark suite")
     from isozyme.benchmarking import add_arguments, command_bench
@@ -173,8 +181,39 @@ def command_ir(args: argparse.Namespace) -> int:
         kernels = find_kernels(args.kernel)
     except LookupError as error:
         raise UsageError(str(error)) from None
-    sys.stdout.write("\n".join(show_ir(kernel, args.stage, args.opt, args.activity) for kernel in kernels))
+    texts = [show_ir(kernel, args.stage, args.opt, args.activity) for kernel in kernels]
+    text = "\n".join(texts)
+    if args.dot is not None:
+        write_dot(args.dot, args.stage, texts)
+    if args.color == "always" or (args.color == "auto" and sys.stdout.isatty()):
+        from isozyme.highlight import highlight
+        text = highlight(text, "c" if args.stage == "opencl" else "ssa")
+    sys.stdout.write(text)
     return 0
+
+
+DOT_STAGES = ("ssa", "opt", "grad", "grad-opt", "fwd", "fwd-opt")
+"""The stages `--dot` draws: those printed in isozyme's SSA text form."""
+
+
+def write_dot(path: str, stage: str, texts: Sequence[str]) -> None:
+    """The Graphviz CFG of the functions of `texts` (the SSA text form, parsed back) into `path`, and
+    `path` with the suffix .svg when Graphviz's `dot` is installed."""
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    from isozyme.ssa.dot import cfg_dot
+
+    if stage not in DOT_STAGES:
+        raise UsageError(f"--dot draws the SSA stages ({', '.join(DOT_STAGES)}), not {stage!r}")
+    functions: dict[str, Function] = {}  # a callee shared by several kernels is drawn once
+    for text in texts:
+        for function in parse_module(text, f"<{stage}>"):
+            functions.setdefault(function.name, function)
+    Path(path).write_text(cfg_dot(functions.values(), f"isozyme {stage}"), encoding="utf-8")
+    if shutil.which("dot") is not None:
+        subprocess.run(["dot", "-Tsvg", path, "-o", str(Path(path).with_suffix(".svg"))], check=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

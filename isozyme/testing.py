@@ -10,6 +10,11 @@ A checked file holds one or more `RUN:` lines in comments, LLVM lit's convention
 file's path, `%S` with its directory, `isozyme` with this interpreter's `python -m isozyme` and `filecheck` with
 `python -m filecheck`, and raises `AssertionError` with the command and its output if one fails. A RUN
 line that starts with `not` expects the command before the first `|` to fail (exit status non-zero).
+
+`assert_ir(kernel_or_text, checks, stage="opt")` runs FileCheck on a kernel's IR at a stage of `iz.show_ir`
+(or on IR text) with the CHECK lines of `checks`. `gradcheck(kernel, *args, ...)` compares reverse mode,
+forward mode and central finite differences (its docstring says how); it lives in `isozyme/gradcheck.py`
+and is re-exported here. Both raise AssertionError, so they read as assertions in tests.
 """
 
 from __future__ import annotations
@@ -18,7 +23,14 @@ import re
 import shlex
 import subprocess
 import sys
+import tempfile
+from collections.abc import Sequence
 from pathlib import Path
+
+from isozyme.gradcheck import GradcheckError, GradcheckResult, gradcheck
+from isozyme.runtime.kernel import Kernel, show_ir
+
+__all__ = ["GradcheckError", "GradcheckResult", "assert_ir", "gradcheck", "run_lines", "run_lit_file"]
 
 _RUN_LINE = re.compile(r"(?:;|#)\s*RUN:\s*(.*)$")
 _TOOLS = {"isozyme": "-m isozyme", "filecheck": "-m filecheck"}
@@ -61,3 +73,24 @@ def run_lit_file(path: str | Path) -> None:
         if result.returncode != 0:
             raise AssertionError(f"RUN line failed ({result.returncode}): {command}\n$ {shell}\n"
                                  f"--- stdout ---\n{result.stdout}\n--- stderr ---\n{result.stderr}")
+
+
+def assert_ir(kernel_or_text: Kernel | str, checks: str, stage: str = "opt", opt: str | None = None,
+              activity: Sequence[str] | None = None) -> str:
+    """FileCheck `checks` (CHECK lines, one per line, with or without a leading `;`) against the IR of a
+    kernel at `stage` (`iz.show_ir`'s stages, `opt` and `activity` as it takes them) or against IR text;
+    AssertionError with FileCheck's message and the IR when they do not match. Returns the IR checked."""
+    text = kernel_or_text if isinstance(kernel_or_text, str) else show_ir(kernel_or_text, stage, opt=opt,
+                                                                          activity=activity)
+    if not any("CHECK" in line for line in checks.splitlines()):
+        raise ValueError("assert_ir needs at least one CHECK line")
+    with tempfile.TemporaryDirectory(prefix="isozyme-filecheck-") as directory:
+        check_file = Path(directory) / "checks.txt"
+        check_file.write_text(checks, encoding="utf-8")
+        result = subprocess.run([sys.executable, "-m", "filecheck", str(check_file)], input=text,
+                                capture_output=True, text=True)
+    if result.returncode != 0:
+        what = "IR text" if isinstance(kernel_or_text, str) else f"stage {stage} of {kernel_or_text!r}"
+        raise AssertionError(f"FileCheck failed on the {what}:\n{result.stderr}{result.stdout}\n"
+                             f"--- the IR ---\n{text}")
+    return text

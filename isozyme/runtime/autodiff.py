@@ -44,6 +44,7 @@ from isozyme.enzyme_ad.gradient import (
 )
 from isozyme.enzyme_ad.reverse import gradient_parameters
 from isozyme.optimize.pass_manager import PassOptions
+from isozyme.runtime import compile_log
 from isozyme.runtime.arguments import Parameter, check_arguments
 from isozyme.runtime.device_array import DeviceArray
 from isozyme.runtime.kernel import Kernel, _print_ir_request
@@ -146,6 +147,7 @@ def compiled_gradient(kernel: Kernel, activities: tuple[ArgActivity, ...], opt: 
     """`diffe_<f>` for these activities, compiled (cached on the kernel)."""
     chosen = derivative_backend(kernel, backend)
     key = ("grad", activities, check_opt(opt), chosen, kernel.codegen_options())
+    compile_log.record_derivative(kernel, "reverse", activities, opt, chosen)
     cache = kernel.__dict__.setdefault("_gradients", {})
     if key not in cache:
         params = _gradient_params(kernel, activities)
@@ -352,6 +354,19 @@ def gradient_ir(kernel: Kernel, stage: str, activity: Sequence[str | ArgActivity
     return captured["grad"] if stage == "grad" else print_module(gradient.module)
 
 
+def gradient_code(kernel: Kernel, stage: str, activity: Sequence[str | ArgActivity], opt: str = "post") -> str:
+    """The code a backend makes of `diffe_<f>` for `activity`: "llvm" the LLVM IR as emitted, "llvm-opt"
+    after LLVM's O3, "opencl" the OpenCL C; built as `compiled_gradient` builds it (AD with `opt`, local
+    arrays and tapes placed in arenas), without compiling or caching anything."""
+    gradient = differentiate(kernel, parse_activity(kernel, activity), opt)
+    if stage == "opencl":
+        from isozyme.runtime.opencl_backend import opencl_source
+        return (f"// {gradient.function.name}: the gradient of {kernel.definition.name} (opt={opt})\n"
+                + opencl_source(gradient.module, gradient.function, kernel.codegen_options()))
+    from isozyme.runtime.llvm_backend import llvm_ir
+    return llvm_ir(gradient.module, gradient.function, kernel.codegen_options(), optimized=stage == "llvm-opt")
+
+
 def show_cache(kernel: Kernel, activity: Sequence[str | ArgActivity], opt: str = "post") -> str:
     """Every value the reverse pass tapes: its name, source line, element type and number of elements
     (JAX's `print_saved_residuals`)."""
@@ -453,6 +468,7 @@ def compiled_forward(kernel: Kernel, activities: tuple[ArgActivity, ...], opt: s
     chosen = derivative_backend(kernel, backend)
     check_opt(opt)
     params, return_type = _signature(kernel)
+    compile_log.record_derivative(kernel, "forward", activities, opt, chosen)
 
     def make() -> CompiledGradient:
         signature = forward_parameters([(p.name, p.type) for p in params], activities, return_type)
@@ -469,6 +485,7 @@ def compiled_hvp(kernel: Kernel, positions: tuple[int, ...], opt: str, backend: 
     chosen = derivative_backend(kernel, backend)
     check_opt(opt)
     params, return_type = _signature(kernel)
+    compile_log.record_derivative(kernel, "hvp", _hvp_gradient_activity(params, positions), opt, chosen)
 
     def build(module: Module, function: Function, options: PassOptions,
               stage: Callable[[str, Module], None]) -> ForwardDerivative:
@@ -482,6 +499,15 @@ def compiled_hvp(kernel: Kernel, positions: tuple[int, ...], opt: str, backend: 
         return CompiledGradient(name, call_params, _compile_derivative(kernel, name, call_params, pipeline, opt,
                                                                        chosen, build))
     return _cached_derivative(kernel, ("hvp", positions, opt, chosen, kernel.codegen_options()), make)
+
+
+def _hvp_gradient_activity(params: list[Parameter], positions: tuple[int, ...]) -> tuple[ArgActivity, ...]:
+    """The activity of the gradient inside an HVP (what `show_ir(stage="grad")` takes to show it)."""
+    def activity(position: int, param: Parameter) -> ArgActivity:
+        if position not in positions:
+            return ArgActivity.CONST
+        return ArgActivity.DUP if isinstance(param.type, ArrayType) else ArgActivity.ACTIVE
+    return tuple(activity(position, param) for position, param in enumerate(params))
 
 
 def _classify_forward(kernel: Kernel, param: Parameter, arg: object) -> ArgActivity:

@@ -35,6 +35,7 @@ from isozyme.frontend.compiler import KernelDefinition, StaticRead, lower_kernel
 from isozyme.frontend.diagnostics import CompileError
 from isozyme.optimize.loop_fusion import fusion_enabled
 from isozyme.optimize.pass_manager import PassOptions, run_passes
+from isozyme.runtime import compile_log
 from isozyme.runtime.arguments import Parameter, check_arguments
 from isozyme.ssa.interpreter import run_function
 from isozyme.ssa.ir import Function, Module
@@ -150,6 +151,7 @@ class Kernel:
     def compile(self, backend: str | None = None, opt: str = DEFAULT_PIPELINE) -> CompiledKernel:
         """The kernel compiled for `backend` with pipeline `opt` (cached)."""
         key = (self.backend(backend), opt, self.boundscheck())
+        compile_log.record_primal(self, key[0], opt)
         if key not in self._compiled:
             self._compiled[key] = _BACKEND_COMPILERS[key[0]](self, opt)
         return self._compiled[key]
@@ -245,9 +247,14 @@ def show_ir(kernel: Kernel, stage: str = "ssa", opt: str | None = None,
     OpenCL C emitted from it; "grad"
     and "grad-opt": `diffe_<f>` for `activity` (one of "const", "dup", "active" per parameter) right after
     AD and after the optimization that follows, with `opt` one of "post" (default), "pre", "none"; "fwd"
-    and "fwd-opt" likewise for the forward-mode `fwddiffe_<f>` ("const" or "dup" per parameter)."""
+    and "fwd-opt" likewise for the forward-mode `fwddiffe_<f>` ("const" or "dup" per parameter).
+    "llvm", "llvm-opt" and "opencl" with an `activity` show the code of the reverse-mode gradient
+    `diffe_<f>` instead of the primal's (then `opt` is "post", "pre" or "none", as for "grad-opt")."""
     if not isinstance(kernel, Kernel):
         raise TypeError(f"show_ir needs an @iz.kernel, got {type(kernel).__name__}")
+    if stage in ("llvm", "llvm-opt", "opencl") and activity is not None:
+        from isozyme.runtime.autodiff import gradient_code
+        return gradient_code(kernel, stage, activity, opt or "post")
     if stage in ("grad", "grad-opt"):
         from isozyme.runtime.autodiff import gradient_ir
         if activity is None:

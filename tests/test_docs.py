@@ -1,0 +1,62 @@
+"""The `python` code blocks of docs/*.md run: each page's blocks, in order, as one module written to a
+temporary file (kernels need a source file) and imported. Blocks meant only to be read use another
+language tag (`text`, `sh`, `py`)."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+DOCS = Path(__file__).parent.parent / "docs"
+PAGES = sorted(DOCS.glob("*.md"))
+BLOCK = re.compile(r"^```python\n(.*?)^```$", re.MULTILINE | re.DOTALL)
+
+
+def python_blocks(page: Path) -> list[str]:
+    return BLOCK.findall(page.read_text(encoding="utf-8"))
+
+
+def test_the_docs_exist_and_have_code() -> None:
+    names = {page.name for page in PAGES}
+    assert {"language.md", "ad.md", "walkthrough.md", "comparison.md"} <= names
+    assert all(python_blocks(DOCS / name) for name in ("language.md", "ad.md"))
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if python_blocks(p)], ids=lambda p: p.name)
+def test_code_blocks_run(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    source = "\n\n".join(python_blocks(page))
+    path = tmp_path / f"doc_{page.stem}.py"
+    path.write_text(source, encoding="utf-8")
+    monkeypatch.chdir(Path(__file__).parent.parent)
+    monkeypatch.setattr(sys, "path", list(sys.path))  # a page may import from examples/ ...
+    before = set(sys.modules)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, path.stem, module)
+    try:
+        spec.loader.exec_module(module)
+    finally:  # ... and leaves no example module behind, under a name other tests may use
+        examples = str(DOCS.parent / "examples")
+        for name in set(sys.modules) - before:
+            if str(getattr(sys.modules[name], "__file__", "") or "").startswith(examples):
+                del sys.modules[name]
+
+
+def test_comparison_cites_tests_that_exist() -> None:
+    """Every `tests/<file>::<function>` that docs/comparison.md names is a test function of that file, and
+    every corpus case it names is a kernel of tests/ad_kernels.py."""
+    text = (DOCS / "comparison.md").read_text(encoding="utf-8")
+    citations = set(re.findall(r"tests/(\w+\.py)::(\w+)", text))
+    assert len(citations) >= 15
+    tests = Path(__file__).parent
+    for file, function in sorted(citations):
+        assert f"def {function}(" in (tests / file).read_text(encoding="utf-8"), f"{file}::{function}"
+    corpus = (tests / "ad_kernels.py").read_text(encoding="utf-8")
+    for case in re.findall(r"corpus cases? ((?:`\w+`(?:, | and )?)+)", text):
+        for name in re.findall(r"`(\w+)`", case):
+            assert f"def {name}(" in corpus, name
