@@ -51,7 +51,7 @@ def broken(x: Array[f64]) -> f64:
 TESTS = '''
 import numpy as np
 import isozyme as iz
-from kernels import broken, mag, twice
+from plugin_demo_kernels import broken, mag, twice
 
 
 def test_primal_passes():
@@ -83,7 +83,7 @@ def test_compile_error_fails():
 
 @pytest.fixture
 def project(pytester: pytest.Pytester) -> pytest.Pytester:
-    pytester.makepyfile(kernels=KERNELS, test_uses_kernels=TESTS)
+    pytester.makepyfile(plugin_demo_kernels=KERNELS, test_uses_kernels=TESTS)
     pytester.syspathinsert()
     return pytester
 
