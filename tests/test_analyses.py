@@ -14,7 +14,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from isozyme.ssa.builder import Builder, make_function
-from isozyme.ssa.cfg import post_order, predecessors, reachable_blocks, reverse_post_order, successors
+from isozyme.ssa.cfg import (
+    post_order,
+    predecessors,
+    reachable_blocks,
+    reachable_from,
+    reverse_post_order,
+    successors,
+)
 from isozyme.ssa.dominators import DominatorTree, dominance_frontiers
 from isozyme.ssa.ir import Block, Constant, Function, Instruction, Use, Value
 from isozyme.ssa.loops import Loop, LoopNest, back_edges, has_irreducible_control_flow
@@ -551,6 +558,21 @@ def test_dominance_frontiers_match_definition(edges: Edges) -> None:
     expected = {a: {b for b in dom if any(a in dom[p] for p in preds[b] if p in dom) and not (a != b and a in dom[b])}
                 for a in dom}
     assert frontier_names(function) == expected
+
+
+@given(random_cfgs())
+def test_nearest_common_dominator_and_reachable_from_match_definitions(edges: Edges) -> None:
+    function, blocks = build_cfg(edges)
+    tree = DominatorTree(function)
+    dom = brute_dominators(edges)
+    for a in dom:
+        for b in dom:
+            common = dom[a] & dom[b]  # every block dominating both; the nearest is dominated by all of them
+            nearest = [d for d in common if common <= dom[d]]
+            assert tree.nearest_common_dominator(blocks[a], blocks[b]).name == nearest[0]
+    for name in edges:
+        after = set().union(*(reach(edges, s) for s in edges[name])) if edges[name] else set()
+        assert name_set(reachable_from(blocks[name])) == after
 
 
 @settings(max_examples=200, deadline=None)

@@ -63,6 +63,7 @@ from isozyme.enzyme_ad.errors import DifferentiationError
 from isozyme.enzyme_ad.prepare import LoopFrame
 from isozyme.optimize.memory_effects import array_operands, array_root, call_effects
 from isozyme.ssa.builder import Builder
+from isozyme.ssa.cfg import reachable_from
 from isozyme.ssa.dominators import DominatorTree
 from isozyme.ssa.ir import Argument, Block, Constant, Function, Instruction, Phi, SourceLoc, Value
 from isozyme.ssa.loops import Loop, LoopNest
@@ -290,16 +291,8 @@ class PrimalValues:
         return True
 
     def _reachable(self, block: Block) -> set[Block]:
-        """The blocks reachable from `block` by one edge or more (`block` itself when it is in a cycle)."""
         if block not in self._reach:
-            seen: set[Block] = set()
-            work = list(block.successors)
-            while work:
-                current = work.pop()
-                if current not in seen:
-                    seen.add(current)
-                    work.extend(current.successors)
-            self._reach[block] = seen
+            self._reach[block] = reachable_from(block)
         return self._reach[block]
 
     def array_available(self, array: Value) -> bool:

@@ -20,8 +20,10 @@ allocs already allows. Requires verified SSA; keeps it valid.
 
 from __future__ import annotations
 
+import functools
+
 from isozyme.ssa.dominators import DominatorTree
-from isozyme.ssa.ir import Block, Function, Phi, is_growable_alloc
+from isozyme.ssa.ir import Function, Phi, is_growable_alloc
 from isozyme.ssa.loops import LoopNest
 from isozyme.ssa.ops import Op
 
@@ -35,7 +37,7 @@ def sink_allocs(function: Function) -> bool:
         users = [use.user for use in alloc.uses]
         if not users or is_growable_alloc(alloc) or any(isinstance(user, Phi) for user in users):
             continue
-        target = _common_dominator(tree, [user.block for user in users])  # type: ignore[misc]
+        target = functools.reduce(tree.nearest_common_dominator, [user.block for user in users])  # type: ignore[arg-type]
         home = nest.loop_of(alloc.block)  # type: ignore[arg-type]
         while nest.loop_of(target) is not home:  # not into a loop: up to the block before it
             target = tree.idom[target]  # type: ignore[assignment]
@@ -47,12 +49,3 @@ def sink_allocs(function: Function) -> bool:
         changed = True
     return changed
 
-
-def _common_dominator(tree: DominatorTree, blocks: list[Block]) -> Block:
-    """The nearest block that dominates every block of `blocks`."""
-    found = blocks[0]
-    while not all(tree.dominates(found, block) for block in blocks):
-        parent = tree.idom[found]
-        assert parent is not None and parent is not found, "the entry dominates every reachable block"
-        found = parent
-    return found

@@ -52,10 +52,10 @@ dce's unread arrays, the alloc's check of its extents goes with it.
 
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import dataclass
 
+from isozyme.optimize.instcombine import is_constant
 from isozyme.optimize.loop_canonicalization import insert_preheaders_and_latches
 from isozyme.ssa.builder import Builder
 from isozyme.ssa.cfg import predecessors
@@ -63,7 +63,7 @@ from isozyme.ssa.dominators import DominatorTree
 from isozyme.ssa.ir import Argument, Block, Constant, Function, Instruction, Phi, Value, is_growable_alloc
 from isozyme.ssa.loops import Loop, LoopNest
 from isozyme.ssa.ops import Op
-from isozyme.ssa.trip_count import TripCount, analyze_trip_count, is_loop_invariant
+from isozyme.ssa.trip_count import TripCount, analyze_trip_count, is_known_nonnegative, is_loop_invariant
 
 PARALLEL = "parallel"
 """The flag of a `prange` loop's header phi (its iterations may run at once, on different work items)."""
@@ -246,9 +246,9 @@ def _extent(trip: TripCount) -> Value | None:
     """The value t for which t <= 0 means the loop runs zero times: the bound of `0, 1, ... < t` (or
     `!= t`), the start of `t, t-1, ... != 0`; None for other loops."""
     step = trip.iv.step.value  # type: ignore[attr-defined]
-    if step == 1 and _is_zero(trip.iv.start) and trip.predicate in (Op.ICMP_SLT, Op.ICMP_NE):
+    if step == 1 and _zero(trip.iv.start) and trip.predicate in (Op.ICMP_SLT, Op.ICMP_NE):
         return trip.bound
-    if step == -1 and _is_zero(trip.bound) and trip.predicate in (Op.ICMP_SGT, Op.ICMP_NE):
+    if step == -1 and _zero(trip.bound) and trip.predicate in (Op.ICMP_SGT, Op.ICMP_NE):
         return trip.iv.start
     return None
 
@@ -286,6 +286,10 @@ def _exit_hoistable(one: Candidate, skips_one: list[Block]) -> bool:
     return True
 
 
+def _zero(value: Value) -> bool:
+    return value.type.is_int and is_constant(value, 0)
+
+
 def _only_when_empty(guard: Guard, trip: TripCount) -> bool:
     """Does the guard skip the loop only when it would run zero times (so skipping is running it zero
     times)? `t > 0` entering, `t <= 0` skipping, and `t == 0` / `t != 0` for a `t` known not negative,
@@ -295,24 +299,20 @@ def _only_when_empty(guard: Guard, trip: TripCount) -> bool:
     bound = _extent(trip)
     if bound is None or not isinstance(condition, Instruction) or len(condition.operands) != 2:
         return False
-    clamped = isinstance(bound, Instruction) and bound.op is Op.IMAX and _is_zero(bound.operands[1])
+    clamped = isinstance(bound, Instruction) and bound.op is Op.IMAX and _zero(bound.operands[1])
     names = {bound} | ({bound.operands[0]} if clamped else set())  # type: ignore[union-attr]
     left, right = condition.operands
     op = condition.op
-    if _is_zero(left) and right in names:  # 0 < t, 0 >= t
+    if _zero(left) and right in names:  # 0 < t, 0 >= t
         op, left, right = {Op.ICMP_SLT: Op.ICMP_SGT, Op.ICMP_SGE: Op.ICMP_SLE}.get(op), right, left
-    if left not in names or not _is_zero(right):
+    if left not in names or not _zero(right):
         return False
-    not_negative = (left is bound and clamped) or (isinstance(left, Constant) and int(left.value) >= 0)
+    not_negative = is_known_nonnegative(left)
     if op is Op.ICMP_SGT or op is Op.ICMP_NE and not_negative:
         return enter_when  # true exactly when t > 0: entering then is harmless
     if op is Op.ICMP_SLE or op is Op.ICMP_EQ and not_negative:
         return not enter_when
     return False
-
-
-def _is_zero(value: Value) -> bool:
-    return isinstance(value, Constant) and value.type.is_int and int(value.value) == 0  # type: ignore[union-attr]
 
 
 def _body_entry(candidate: Candidate) -> Block | None:
@@ -584,7 +584,7 @@ def _private_block(alloc: Instruction, nest: LoopNest) -> Block | None:
     if ZEROED not in alloc.flags:
         return None
     last = [inst for inst in ordered if inst.op is Op.STORE][-1:]
-    restores = bool(last) and _is_positive_zero(last[0].operands[0])
+    restores = bool(last) and is_constant(last[0].operands[0], 0.0)  # +0.0, not -0.0
     once = nest.loop_of(alloc.block) is loop.parent  # type: ignore[arg-type]
     return block if restores or once else None
 
@@ -599,11 +599,6 @@ def _varies(index: Value, candidate: Candidate) -> bool:
     """Is the index `a*k + s + c` with a != 0: a different element in each iteration?"""
     form = _affine(index, candidate)
     return form is not None and form[0] != 0
-
-
-def _is_positive_zero(value: Value) -> bool:
-    return isinstance(value, Constant) and value.type.is_float and value.value == 0.0 \
-        and math.copysign(1.0, value.value) > 0  # type: ignore[union-attr]
 
 
 def _scalarize(alloc: Instruction, block: Block) -> None:

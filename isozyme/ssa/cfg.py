@@ -50,3 +50,15 @@ def reverse_post_order(function: Function) -> list[Block]:
 
 def reachable_blocks(function: Function) -> set[Block]:
     return set(post_order(function))
+
+
+def reachable_from(block: Block) -> set[Block]:
+    """The blocks reachable from `block` by one edge or more (`block` itself only when it is in a cycle)."""
+    seen: set[Block] = set()
+    work = list(block.successors)
+    while work:
+        current = work.pop()
+        if current not in seen:
+            seen.add(current)
+            work.extend(current.successors)
+    return seen

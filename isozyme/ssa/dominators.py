@@ -93,6 +93,16 @@ class DominatorTree:
             return False
         return self._enter[a] <= self._enter[b] and self._leave[b] <= self._leave[a]
 
+    def nearest_common_dominator(self, a: Block, b: Block) -> Block:
+        """The deepest block that dominates both reachable blocks `a` and `b`."""
+        while self.depth[a] > self.depth[b]:
+            a = self.idom[a]  # type: ignore[assignment]
+        while self.depth[b] > self.depth[a]:
+            b = self.idom[b]  # type: ignore[assignment]
+        while a is not b:
+            a, b = self.idom[a], self.idom[b]  # type: ignore[assignment]
+        return a
+
     def strictly_dominates(self, a: Block, b: Block) -> bool:
         return a is not b and self.dominates(a, b)
 
