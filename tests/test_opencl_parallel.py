@@ -531,11 +531,7 @@ PRANGE_GRADIENTS = [
     ("time_stepping", time_stepping, lambda r: [_dup(r.uniform(0.0, 1.0, N), r.normal(size=N)), iz.Active(0.25), 4]),
 ]
 
-SERIAL_REVERSE_LOOPS = {
-    "two_reductions_in_branches": "the reverse pass splits the adjoint of a reduction updated on a branch into two "
-                                  "header phis that swap values between the branches (only their sum is invariant): "
-                                  "'%d.negative is carried from one iteration to the next'",
-}
+SERIAL_REVERSE_LOOPS: dict[str, str] = {}
 """The hand-written kernels whose reverse `prange` loops run serially (missed parallelism, results right)."""
 
 

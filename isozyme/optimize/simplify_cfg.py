@@ -1,9 +1,10 @@
 """simplify-cfg: fold constant branches, drop unreachable and forwarding blocks, merge straight-line code.
 
 After simplify-cfg every block is reachable from the entry; no `cbr` has a constant condition; no phi has
-a single incoming value or only one distinct incoming value (itself aside); no block other than the entry
-holds nothing but a `br`, unless removing it would give a phi two different values for one predecessor (or
-it branches to itself); no block ends in a `br` to a successor whose only predecessor it is. A `cbr`
+a single incoming value or only one distinct incoming value (itself aside), and no cycle of phis merges a
+single value from outside the cycle; no block other than the entry holds nothing but a `br`, unless
+removing it would give a phi two different values for one predecessor (or it branches to itself); no
+block ends in a `br` to a successor whose only predecessor it is. A `cbr`
 whose two edges come to lead to one block (through a removed forwarding block) becomes a `br`. The entry
 block stays first. Requires verified SSA and keeps it valid: every phi's incoming blocks stay exactly its
 block's predecessors.
@@ -105,6 +106,86 @@ def collapse_trivial_phis(function: Function) -> bool:
     return changed
 
 
+def _phi_cycles(phis: list[Phi]) -> list[list[Phi]]:
+    """The strongly connected components of the graph from each phi of `phis` to its operands among them,
+    each component after every component its phis take values from (Tarjan's algorithm, iteratively)."""
+    among = set(phis)
+    index: dict[Phi, int] = {}
+    low: dict[Phi, int] = {}
+    stack: list[Phi] = []
+    on_stack: set[Phi] = set()
+    components: list[list[Phi]] = []
+    for root in phis:
+        if root in index:
+            continue
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        work = [(root, iter(root.operands))]
+        while work:
+            phi, operands = work[-1]
+            for operand in operands:
+                if operand not in among:
+                    continue
+                if operand not in index:
+                    index[operand] = low[operand] = len(index)  # type: ignore[index]
+                    stack.append(operand)  # type: ignore[arg-type]
+                    on_stack.add(operand)  # type: ignore[arg-type]
+                    work.append((operand, iter(operand.operands)))  # type: ignore[union-attr]
+                    break
+                if operand in on_stack:
+                    low[phi] = min(low[phi], index[operand])  # type: ignore[index]
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[phi])
+                if low[phi] == index[phi]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member is phi:
+                            break
+                    components.append(component)
+    return components
+
+
+def _collapse_cycles(phis: list[Phi]) -> bool:
+    """Replace each cycle of `phis` that takes a single value from outside itself by that value."""
+    changed = False
+    for component in _phi_cycles(phis):
+        members = set(component)
+        outside: list[Value] = []
+        inner = []
+        for phi in component:
+            enters = [value for value in phi.operands if value not in members]
+            outside += [value for value in enters if not any(same_value(value, seen) for seen in outside)]
+            if not enters:
+                inner.append(phi)
+        if len(outside) == 1:
+            for phi in component:
+                phi.replace_all_uses_with(outside[0])
+            for phi in component:
+                phi.erase()
+            changed = True
+        elif len(outside) > 1 and 0 < len(inner) < len(component):
+            changed |= _collapse_cycles(inner)
+    return changed
+
+
+def collapse_phi_cycles(function: Function) -> bool:
+    """Replace every cycle of phis that merges one value from outside the cycle by that value.
+
+    Braun et al.'s redundant phi SCCs (Algorithm 5): phis that only pass one value `v` around among
+    themselves, as reverse-mode AD leaves for an adjoint reset to 0.0 in every iteration of nested loops.
+    On every path from the entry, the first of the cycle's blocks is entered along an edge bringing `v`
+    (a member would have to dominate that edge), so `v` dominates them all. When several values enter, the
+    phis that take values only from the cycle may still form a smaller redundant cycle among themselves."""
+    phis = [phi for block in function.blocks for phi in block.phis]
+    return _collapse_cycles(phis)
+
+
 def _is_forwarding_block(block: Block, function: Function) -> bool:
     """A non-entry block holding only `br` to another block."""
     return (block is not function.entry and len(block.instructions) == 1 and block.instructions[0].op is Op.BR
@@ -202,6 +283,7 @@ STEPS: tuple[Callable[[Function], bool], ...] = (
     remove_unreachable_blocks,
     fold_constant_branches,
     collapse_trivial_phis,
+    collapse_phi_cycles,
     remove_forwarding_blocks,
     merge_straight_line_blocks,
 )

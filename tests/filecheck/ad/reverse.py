@@ -86,7 +86,7 @@ def product(x: Array[f64], n: i64) -> f64:
 # BRANCH:       {{^}}for.header.rev.if.end:
 # BRANCH-NEXT:    %[[X:[a-z0-9_.]+]] = load %x[%for.header.rev.index]
 # BRANCH-NEXT:    %[[C:[a-z0-9_.]+]] = fcmp.olt %[[X]], 1.0
-# BRANCH-NEXT:    cbr %[[C]], if.end.rev.if.then, if.end.rev.if.else
+# BRANCH-NEXT:    cbr %[[C]], if.end.rev.if.then, {{[a-z0-9_.]+}}
 @iz.kernel
 def clipped(x: Array[f64], n: i64) -> f64:
     s = 0.0
