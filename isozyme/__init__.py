@@ -28,6 +28,7 @@ sin = MATH_FUNCTIONS["sin"]
 cos = MATH_FUNCTIONS["cos"]
 tan = MATH_FUNCTIONS["tan"]
 tanh = MATH_FUNCTIONS["tanh"]
+sigmoid = MATH_FUNCTIONS["sigmoid"]
 sinh = MATH_FUNCTIONS["sinh"]
 cosh = MATH_FUNCTIONS["cosh"]
 asin = MATH_FUNCTIONS["asin"]
@@ -46,6 +47,6 @@ __all__ = [
     "Active", "Array", "CompileError", "Const", "DeviceArray", "DifferentiationError", "Duplicated", "Kernel",
     "acos", "asin", "atan", "atan2", "autodiff", "boolean", "ceil", "cos", "cosh", "empty", "erf", "exp",
     "expm1", "f32", "f64", "fabs", "floor", "fwddiff", "grad", "hvp", "i32", "i64", "kernel", "log", "log1p",
-    "pow", "prange", "show_cache", "show_ir", "show_memory", "sin", "sinh", "sqrt", "tan", "tanh", "testing",
+    "pow", "prange", "show_cache", "show_ir", "show_memory", "sigmoid", "sin", "sinh", "sqrt", "tan", "tanh", "testing",
     "to_device", "zeros",
 ]

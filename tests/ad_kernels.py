@@ -1194,3 +1194,67 @@ add_case("example_logsumexp", gmm.logsumexp, "dup", lambda rng: (distinct(rng, -
 add_case("example_sqnorm", gmm.sqnorm, "dup", lambda rng: (uniform(rng, -1.0, 1.0, 6),))
 add_case("example_qtimesx", gmm.qtimesx, "dup dup dup const dup", _qtimesx_args)
 add_case("example_log_wishart_prior", gmm.log_wishart_prior, "dup dup dup active const active", _wishart_args)
+
+
+# --- sigmoid and stored values ---------------------------------------------------------------------------
+# `iz.sigmoid` and the textbook formula instcombine turns into it (post) or not (pre, none); a value stored
+# where nothing overwrites it is reloaded from the array instead of taped (cache.py), and the two ways that
+# rule must refuse: the array is written again later, and the store rewrites one element in every
+# iteration of an inner loop.
+
+
+@case("dup const", lambda rng: (uniform(rng, -4.0, 4.0, 7), uniform(rng, -1.0, 1.0, 7)))
+@iz.kernel
+def sigmoid_intrinsic(x: Array[f64], w: Array[f64]) -> f64:
+    s = 0.0
+    for i in range(len(x)):
+        s += w[i] * iz.sigmoid(x[i])
+    return s
+
+
+@case("dup const", lambda rng: (uniform(rng, -4.0, 4.0, 7), uniform(rng, -1.0, 1.0, 7)))
+@iz.kernel
+def sigmoid_textbook(x: Array[f64], w: Array[f64]) -> f64:
+    s = 0.0
+    for i in range(len(x)):
+        s += w[i] * (1.0 / (1.0 + iz.exp(-x[i])))
+    return s
+
+
+@case("dup dup", lambda rng: (output(rng, (3, 4)), uniform(rng, -3.0, 3.0, (3, 4))))
+@iz.kernel
+def stored_sigmoid(h: Array[f64, 2], z: Array[f64, 2]) -> f64:
+    s = 0.0
+    for j in range(z.shape[0]):
+        for b in range(z.shape[1]):
+            y = iz.sigmoid(z[j, b])
+            h[j, b] = y
+            s += y * y
+    return s
+
+
+@case("dup dup", lambda rng: (output(rng, (3, 4)), uniform(rng, -3.0, 3.0, (3, 4))))
+@iz.kernel
+def stored_sigmoid_overwritten(h: Array[f64, 2], z: Array[f64, 2]) -> f64:
+    s = 0.0
+    for j in range(z.shape[0]):
+        for b in range(z.shape[1]):
+            y = iz.sigmoid(z[j, b])
+            h[j, b] = y
+            s += y * y
+    for j in range(z.shape[0]):
+        for b in range(z.shape[1]):
+            h[j, b] = 0.5 * z[j, b]
+    return s
+
+
+@case("dup dup", lambda rng: (output(rng, 3), uniform(rng, -3.0, 3.0, (3, 4))))
+@iz.kernel
+def stored_sigmoid_same_element(h: Array[f64], z: Array[f64, 2]) -> f64:
+    s = 0.0
+    for j in range(z.shape[0]):
+        for b in range(z.shape[1]):
+            y = iz.sigmoid(z[j, b])
+            h[j] = y
+            s += y * y
+    return s

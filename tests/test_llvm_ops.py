@@ -103,3 +103,32 @@ def test_compiled_op_has_the_interpreters_bits(op: Op, ty: ScalarType, target: S
         if expected != actual:
             mismatches.append(f"{op}{args}: interpreter {expected}, llvm {actual}")
     assert not mismatches, "\n".join(mismatches[:20])
+
+
+SIGMOID_INPUTS = [0.0, -0.0, 1000.0, -1000.0, math.nan, math.inf, -math.inf, 0.5, -2.5, 30.0, -30.0, 700.0, -700.0,
+                  -745.5, 1e-310, 0.1]
+
+
+def numpy_sigmoid(x: float, ty: ScalarType) -> float:
+    """The textbook `1 / (1 + exp(-x))` in numpy, in `ty`'s precision (f32: exp in f64 rounded once, as
+    every math function of the IR, `semantics.py`)."""
+    with np.errstate(all="ignore"):
+        if ty == F32:
+            one, e = np.float32(1.0), np.float32(np.exp(-np.float64(np.float32(x))))
+            return float(one / (one + e))
+        return float(1.0 / (1.0 + np.exp(-np.float64(x))))
+
+
+@pytest.mark.parametrize("ty", [F64, F32])
+def test_sigmoid_is_the_textbook_formula_bit_for_bit(ty: ScalarType) -> None:
+    """`sigmoid` compiled and interpreted has the bits of numpy's 1/(1+exp(-x)), edges included (exp
+    overflows to inf at -1000, so 0.0; nan stays nan)."""
+    module = parse_module(_function_text(Op.SIGMOID, ty, None))
+    function = module["f"]
+    compiled = compile_native("op_sigmoid_numpy", module, EntrySignature.of(function), "none sigmoid",
+                              lambda m: function, CodegenOptions(), use_disk_cache=False)
+    for x in SIGMOID_INPUTS:
+        x = float(np.float32(x)) if ty == F32 else x
+        expected = _bits(numpy_sigmoid(x, ty))
+        assert _outcome(lambda a: run_function(function, a), (x,)) == expected, x
+        assert _outcome(compiled, (x,)) == expected, x

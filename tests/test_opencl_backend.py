@@ -360,3 +360,32 @@ def test_programs_and_gradients_are_cached_on_disk(tmp_path: Any) -> None:
     assert warm["stats"].get("hits", 0) >= 2 and warm["stats"].get("stores", 0) == 0
     assert cold["total"] == warm["total"] == 2.0 * sum(range(300)) and cold["y"] == warm["y"]
     assert cold["gradient"] == warm["gradient"] == 300 * 2.0  # the return value sum(a x): a per element
+
+
+# --- sigmoid ----------------------------------------------------------------------------------------
+
+
+@iz.kernel
+def sigmoid64(a: f64) -> f64:
+    return iz.sigmoid(a)
+
+
+@iz.kernel
+def sigmoid32(a: f32) -> f32:
+    return iz.sigmoid(a)
+
+
+@pytest.mark.parametrize("kernel", [sigmoid64, sigmoid32])
+def test_sigmoid_is_the_textbook_formula_bit_for_bit(kernel: Any) -> None:
+    """`iz.sigmoid` on OpenCL and on the interpreter has the bits of numpy's 1/(1+exp(-x)) (f32: exp in
+    f64 rounded once, as the IR's math functions), with x = ±1000, ±0, ±inf and nan."""
+    from test_llvm_ops import SIGMOID_INPUTS, numpy_sigmoid
+
+    from isozyme.ssa.types import F32, F64
+    ty = F32 if kernel is sigmoid32 else F64
+    interp, opencl = kernel.compile(backend="interp"), kernel.compile(backend="opencl")
+    for x in SIGMOID_INPUTS:
+        x = float(np.float32(x)) if ty == F32 else x
+        expected = _bits(numpy_sigmoid(x, ty))
+        assert _bits(float(interp(x))) == expected, x
+        assert _bits(float(opencl(x))) == expected, x

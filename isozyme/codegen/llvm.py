@@ -509,6 +509,15 @@ def _lower_fneg(em: FunctionEmitter, inst: Instruction) -> ir.Value:
     return em.builder.fneg(em.operand(inst.operands[0]))
 
 
+def _lower_sigmoid(em: FunctionEmitter, inst: Instruction) -> ir.Value:
+    """`1.0 / (1.0 + exp(-x))` as exactly those ops, so it is bit-for-bit the textbook formula (semantics.py)."""
+    b = em.builder
+    x = em.operand(inst.operands[0])
+    one = ir.Constant(x.type, 1.0)
+    denominator = b.fadd(one, call_libm(em, "exp", [b.fneg(x)]), flags=em.fmf)
+    return b.fdiv(one, denominator, flags=em.fmf)
+
+
 def _lower_select(em: FunctionEmitter, inst: Instruction) -> ir.Value:
     return em.builder.select(*em.operands(inst))
 
@@ -743,6 +752,7 @@ LOWERINGS: dict[Op, Lowering] = {
     Op.CEIL: _exact_intrinsic("llvm.ceil"),
     **{op: _libm(op.value) for op in (Op.EXP, Op.LOG, Op.LOG1P, Op.EXPM1, Op.SIN, Op.COS, Op.TAN, Op.TANH,
                                       Op.SINH, Op.COSH, Op.ASIN, Op.ACOS, Op.ATAN, Op.ATAN2, Op.ERF)},
+    Op.SIGMOID: _lower_sigmoid,
     Op.POW: _lower_pow,
     Op.ICMP_EQ: _icmp("=="),
     Op.ICMP_NE: _icmp("!="),

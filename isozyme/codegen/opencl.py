@@ -449,6 +449,15 @@ def _lower_fneg(r: FunctionRenderer, inst: Instruction) -> str:
     return f"(-{_ops(r, inst)[0]})"
 
 
+def _lower_sigmoid(r: FunctionRenderer, inst: Instruction) -> str:
+    """`1.0 / (1.0 + exp(-x))` as exactly those ops, each in the operand's type (semantics.py); the
+    exp is `_libm`'s (computed in double, rounded once for f32)."""
+    x = _ops(r, inst)[0]
+    one = r.lang.float_literal(1.0, inst.type)
+    exp = f"(float)exp((double)(-{x}))" if inst.type.bits == 32 else f"exp(-{x})"  # type: ignore[attr-defined]
+    return f"({one} / ({one} + {exp}))"
+
+
 def _lower_select(r: FunctionRenderer, inst: Instruction) -> str:
     c, a, b = _ops(r, inst)
     return f"({c} ? {a} : {b})"
@@ -675,6 +684,7 @@ LOWERINGS: dict[Op, Lowering] = {
     Op.FLOOR: _exact("floor"),
     Op.CEIL: _exact("ceil"),
     **{op: _libm(name) for op, name in _LIBM.items()},
+    Op.SIGMOID: _lower_sigmoid,
     Op.POW: _lower_pow,
     **{op: _infix(symbol) for op, symbol in _INT_COMPARE.items()},
     **{op: _infix(symbol) for op, symbol in _FLOAT_COMPARE.items()},

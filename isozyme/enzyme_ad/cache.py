@@ -19,6 +19,12 @@ from a reverse block in one of four ways, tried in this order by `PrimalValues.l
    forward pass read when the reverse pass runs. Such a load is reloaded even when an index is an
    induction variable whose start must be taped (`icf[k, idx]`): one index tape per run of the loop
    instead of a value tape per iteration.
+   A value (not a load) that the forward pass stores with `store v, A[i1, ..., ik]` later in its own block
+   is reloaded from `A[i1, ..., ik]` when that element still holds it when the reverse pass runs: no other
+   write to A's root can run after the store, and the store writes a different element in every
+   iteration of every loop around it (each loop has an index position of its own holding its induction
+   variable, or that plus or minus a loop-invariant value): `h1[j, b] = sigmoid(..)` in the MLP, whose
+   derivative `y * (1 - y)` then costs no tape.
    A cheap op whose operands are not all available is still recomputed when they come, through cheap ops,
    from at most MAX_TAPED_LEAVES loads, phis and expensive values: those get taped instead (several needed values often
    share them: `right - q` and `q - left` in a stencil), a simple stand-in for Enzyme's min-cut.
@@ -192,8 +198,13 @@ class PrimalValues:
             iteration = context.counters.get(loop) or self.lookup(self.frames[loop].trip, context, builder)  # type: ignore[arg-type]
             offset = builder.imul(iteration, self.lookup(step, context, builder))
             return builder.iadd(self.lookup(start, context, builder), offset, name=value.name)
-        if self.is_available(value, context) or self._cheaper_from_leaves(value, context) \
-                or self._reloadable(value, context):
+        if self.is_available(value, context):
+            return self._recompute(value, context, builder)
+        store = self._kept_store(value, context)
+        if store is not None:  # reload what the forward pass stored and nothing overwrote (way 3)
+            indices = [self.lookup(index, context, builder) for index in store.operands[2:]]
+            return builder.load(store.operands[1], *indices, name=value.name)
+        if self._cheaper_from_leaves(value, context) or self._reloadable(value, context):
             return self._recompute(value, context, builder)
         return self._load_from_tape(value, context, builder)
 
@@ -214,6 +225,79 @@ class PrimalValues:
                     and (induction is None or not self._counted_here(induction[0], context)):
                 return False
         return True
+
+    def _kept_store(self, value: Instruction, context: ReverseContext) -> Instruction | None:
+        """A `store value, A[i1, ..., ik]` after `value` in its block whose element still holds `value` when
+        the reverse pass runs, so the reverse reloads it instead of taping it (`h1[j, b] = sigmoid(..)`):
+        no other write to A's root can run after the store, the store writes a different element in every
+        iteration of the loops around it (`_distinct_per_iteration`), A is available to reverse code and
+        its indices are at hand where the reverse needs them (as for `_reloadable`). None otherwise."""
+        if value.op is Op.LOAD or value.block is None or self.writers is None:
+            return None
+        block = value.block
+        for use in value.uses:
+            store = use.user
+            if store.op is not Op.STORE or use.index != 0 or store.block is not block \
+                    or block.instructions.index(store) < block.instructions.index(value):
+                continue
+            if self.array_available(store.operands[1]) and self._last_write(store) \
+                    and self._distinct_per_iteration(store) \
+                    and all(self._index_at_hand(index, context) for index in store.operands[2:]):
+                return store
+        return None
+
+    def _last_write(self, store: Instruction) -> bool:
+        """Can no write to the root of `store`'s array other than `store` itself run after it: none in a
+        block reachable from its block, nor later in that block?"""
+        root = array_root(store.operands[1])
+        if root is None or self.writers is None:
+            return False
+        block = store.block
+        assert block is not None
+        reach = self._reachable(block)
+        position = block.instructions.index(store)
+        for writer, written in self.writers.get(root, ()):
+            if writer is store:
+                continue
+            if written in reach:
+                return False
+            if written is block and (writer.block is not block or block.instructions.index(writer) > position):
+                return False
+        return True
+
+    def _distinct_per_iteration(self, store: Instruction) -> bool:
+        """Does `store` write a different element in every iteration of every loop around it? Each loop
+        claims an index position of its own holding its induction variable (nonzero constant step), or
+        that plus or minus a value defined outside the loop: then two runs of the store in different
+        iterations of some loop (the same iterations of the loops outside it) differ in that index."""
+        claimed: set[int] = set()
+        for loop in loops_around(self.nest, store.block):  # type: ignore[arg-type]
+            position = next((p for p, index in enumerate(store.operands[2:])
+                             if p not in claimed and self._steps_with(index, loop)), None)
+            if position is None:
+                return False
+            claimed.add(position)
+        return True
+
+    def _steps_with(self, index: Value, loop: Loop) -> bool:
+        """Is `index` an induction variable of `loop` with a nonzero constant step, or `iv + c`, `c + iv`,
+        `iv - c` or `c - iv` for such an `iv` and a `c` defined outside `loop`?"""
+        induction = self._induction(index)
+        if induction is not None:
+            step = induction[2]
+            return induction[0] is loop and isinstance(step, Constant) and step.value != 0
+        if not isinstance(index, Instruction) or index.op not in (Op.IADD, Op.ISUB):
+            return False
+        left, right = index.operands
+        return (self._steps_with(left, loop) and _defined_outside(right, loop)) \
+            or (self._steps_with(right, loop) and _defined_outside(left, loop))
+
+    def _index_at_hand(self, index: Value, context: ReverseContext) -> bool:
+        """Is `index` available without a tape, or an induction variable of a loop counted where `context`
+        runs (the index rule of `_reloadable`)?"""
+        induction = self._induction(index)
+        return self.is_available(index, context) \
+            or (induction is not None and self._counted_here(induction[0], context))
 
     def _cheaper_from_leaves(self, value: Instruction, context: ReverseContext) -> bool:
         """Is `value` a cheap op better recomputed from the few loads and phis it is made of, taped
@@ -604,6 +688,11 @@ def writers_by_root(function: Function) -> dict[Value, list[Instruction]] | None
         for root in roots:
             written.setdefault(root, []).append(inst)  # type: ignore[arg-type]
     return written
+
+
+def _defined_outside(value: Value, loop: Loop) -> bool:
+    """Is `value` the same in every iteration of `loop` (a constant, an argument, or defined outside it)?"""
+    return not (isinstance(value, Instruction) and value.block in loop)
 
 
 def _after(value: Instruction) -> Builder:

@@ -187,6 +187,7 @@ UNARY_DERIVATIVES: dict[Op, Derivative] = {
     Op.COS: lambda b, x, y: b.fneg(b.sin(x())),
     Op.TAN: lambda b, x, y: b.fadd(1.0, b.fmul(y(), y())),
     Op.TANH: lambda b, x, y: _one_minus_square(b, y()),
+    Op.SIGMOID: lambda b, x, y: b.fmul(y(), b.fsub(1.0, y())),
     Op.SINH: lambda b, x, y: b.cosh(x()),
     Op.COSH: lambda b, x, y: b.sinh(x()),
     Op.ASIN: lambda b, x, y: b.fdiv(1.0, b.sqrt(_one_minus_square(b, x()))),

@@ -25,7 +25,7 @@ MATH_OPS: dict[str, Op] = {
     "sqrt": Op.SQRT, "exp": Op.EXP, "log": Op.LOG, "log1p": Op.LOG1P, "expm1": Op.EXPM1, "sin": Op.SIN,
     "cos": Op.COS, "tan": Op.TAN, "tanh": Op.TANH, "sinh": Op.SINH, "cosh": Op.COSH, "asin": Op.ASIN,
     "acos": Op.ACOS, "atan": Op.ATAN, "atan2": Op.ATAN2, "pow": Op.POW, "fabs": Op.FABS, "floor": Op.FLOOR,
-    "ceil": Op.CEIL, "erf": Op.ERF,
+    "ceil": Op.CEIL, "erf": Op.ERF, "sigmoid": Op.SIGMOID,
 }
 """The math functions of the kernel language, by name, and the op each one is."""
 

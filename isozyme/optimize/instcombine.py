@@ -3,7 +3,8 @@
 After instcombine no instruction matches a rule of `RULES` (nor of `FASTMATH_RULES` in a function with the
 `fastmath` flag): commutative ops and orderings have a constant operand on the right only; `x + 0`,
 `x * 1`, `x * 2^k`, `x // 2^k`, `x % 2^k`, `x - x`, `x & x`, `fneg (fneg x)`, `x * 1.0`, `pow(x, 2.0)`,
-`dim` of an `alloc`, ... are rewritten (the tables list them all). Requires verified SSA; keeps it valid.
+`dim` of an `alloc`, `1.0 / (1.0 + exp(-x))` (to `sigmoid x`), ... are rewritten (the tables list them
+all). Requires verified SSA; keeps it valid.
 Best after const-fold, which folds what has only constant operands; instcombine leaves that to it.
 
 Every rule gives the value the interpreter computes (`semantics.py`), bit for bit (nan payloads aside,
@@ -257,6 +258,36 @@ def _cube(inst: Instruction, b: Builder) -> Value:
     return b.fmul(_square(inst, b), inst.operands[0], name=inst.name)
 
 
+def _sole_use(value: Value, *ops: Op) -> Instruction | None:
+    """`value` when it is an instruction of one of `ops` with exactly one use, else None."""
+    if isinstance(value, Instruction) and value.op in ops and len(value.uses) == 1:
+        return value
+    return None
+
+
+def _negated(value: Value) -> Value | None:
+    """x when `value` is `fneg x` or `fsub -0.0, x` (the same value) used only once, else None."""
+    negation = _sole_use(value, Op.FNEG, Op.FSUB)
+    if negation is None or (negation.op is Op.FSUB and not is_constant(negation.operands[0], -0.0)):
+        return None
+    return negation.operands[-1]
+
+
+def sigmoid_of_textbook_formula(inst: Instruction, b: Builder) -> Value | None:
+    """`fdiv 1.0, (fadd (exp (fneg x)), 1.0) -> sigmoid x` (the fadd's operands in either order), when the
+    fneg, exp and fadd have no other use. `sigmoid` is defined as exactly this sequence (`semantics.py`),
+    so the rewrite is exact; its derivative needs only its result, so AD keeps no tape of the exp."""
+    denominator = _sole_use(inst.operands[1], Op.FADD)
+    if not is_constant(inst.operands[0], 1.0) or denominator is None:
+        return None
+    for exponential, one in (denominator.operands, denominator.operands[::-1]):
+        exp = _sole_use(exponential, Op.EXP)
+        x = None if exp is None or not is_constant(one, 1.0) else _negated(exp.operands[0])
+        if x is not None:
+            return b.sigmoid(x, name=inst.name)
+    return None
+
+
 def _one(inst: Instruction, b: Builder) -> Value:
     return Constant(inst.type, 1.0, loc=inst.loc)  # C99 F.9.4.4: pow(x, ±0) is 1 for every x, nan too
 
@@ -300,7 +331,7 @@ RULES: dict[Op, tuple[Rule, ...]] = {
     Op.FADD: (constant_to_right, _lhs_if_rhs(-0.0), _fold_negated_operand(Op.FSUB)),
     Op.FSUB: (_lhs_if_rhs(0.0), _negate_if_lhs(-0.0, Op.FNEG), _fold_negated_operand(Op.FADD)),
     Op.FMUL: (constant_to_right, _lhs_if_rhs(1.0), _negate_if_rhs(-1.0, Op.FNEG), double_if_times_two),
-    Op.FDIV: (_lhs_if_rhs(1.0), _negate_if_rhs(-1.0, Op.FNEG), multiply_by_reciprocal),
+    Op.FDIV: (_lhs_if_rhs(1.0), _negate_if_rhs(-1.0, Op.FNEG), multiply_by_reciprocal, sigmoid_of_textbook_formula),
     Op.FNEG: (_involution,),
     Op.POW: (_lhs_if_rhs(1.0), _power(0.0, _one), _power(-0.0, _one), _power(2.0, _square), _power(3.0, _cube)),
 }

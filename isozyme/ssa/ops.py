@@ -60,6 +60,7 @@ class Op(Enum):
     COS = "cos"
     TAN = "tan"
     TANH = "tanh"
+    SIGMOID = "sigmoid"
     SINH = "sinh"
     COSH = "cosh"
     ASIN = "asin"
@@ -182,8 +183,8 @@ def _cast(source: str, target: str, width: str = "", may_trap: bool = False) -> 
                   cast_width=width)
 
 
-_UNARY_MATH = (Op.SQRT, Op.EXP, Op.LOG, Op.LOG1P, Op.EXPM1, Op.SIN, Op.COS, Op.TAN, Op.TANH, Op.SINH,
-               Op.COSH, Op.ASIN, Op.ACOS, Op.ATAN, Op.FABS, Op.FLOOR, Op.CEIL, Op.ERF, Op.FNEG)
+_UNARY_MATH = (Op.SQRT, Op.EXP, Op.LOG, Op.LOG1P, Op.EXPM1, Op.SIN, Op.COS, Op.TAN, Op.TANH, Op.SIGMOID,
+               Op.SINH, Op.COSH, Op.ASIN, Op.ACOS, Op.ATAN, Op.FABS, Op.FLOOR, Op.CEIL, Op.ERF, Op.FNEG)
 
 OP_INFO: dict[Op, OpInfo] = {
     Op.IADD: _arith("ii", commutative=True),

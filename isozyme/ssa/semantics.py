@@ -35,6 +35,9 @@ Floats (IEEE 754 binary32/binary64, round to nearest even, no exceptions):
     in f64 and rounded once to f32: correctly rounded for sqrt, within an ulp for the others, and the
     same on every machine (a backend's own f32 libm may differ by a few ulps: compare those with a
     tolerance). `fneg fabs floor ceil` are exact.
+  - `sigmoid x` is `1.0 / (1.0 + exp(-x))` computed as those four ops (fneg, exp, fadd, fdiv), each
+    rounded in the type's precision: the backends lower it to exactly that sequence, so it is bit-for-bit
+    the textbook formula (0.0 for x = -1000 where exp overflows to inf, nan for nan).
 
 Conversions (`%y = op %x to T`):
   - `sitofp` rounds the integer to T (nearest even, in one rounding even for i64 -> f32).
@@ -223,6 +226,14 @@ def _small_power(ty: ScalarType, x: float, y: float, general: Rule) -> float:
     return general(ty, x, y)
 
 
+def _sigmoid(ty: ScalarType, x: float) -> float:
+    """`1.0 / (1.0 + exp(-x))`, step by step with each step's own rule and rounding (module docstring)."""
+    def step(op: Op, *args: float) -> float:
+        return canonical_scalar(ty, SEMANTICS[op](ty, *args))  # type: ignore[return-value]
+    e = step(Op.EXP, step(Op.FNEG, x))
+    return step(Op.FDIV, 1.0, step(Op.FADD, 1.0, e))
+
+
 _MATH_FUNCTIONS: dict[Op, tuple[Callable[..., float], Callable[..., np.floating]]] = {
     Op.SQRT: (math.sqrt, np.sqrt),
     Op.EXP: (math.exp, np.exp),
@@ -271,6 +282,7 @@ SEMANTICS: dict[Op, Rule] = {
     Op.FMIN: _fmin,
     Op.FMAX: _fmax,
     **{op: _libm(python_fn, ieee_fn) for op, (python_fn, ieee_fn) in _MATH_FUNCTIONS.items()},
+    Op.SIGMOID: _sigmoid,
     Op.POW: lambda ty, x, y: _small_power(ty, x, y, _libm(math.pow, np.power)),
     Op.ICMP_EQ: _compare(operator.eq),
     Op.ICMP_NE: _compare(operator.ne),
