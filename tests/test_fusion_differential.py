@@ -23,6 +23,7 @@ fifth the GMM gradient on llvm.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import warnings
@@ -168,6 +169,24 @@ def test_fusion_merges_the_mlp_loop_kernels(monkeypatch: pytest.MonkeyPatch) -> 
     # cannot join the first), and in reverse [loss bias2 dense2], [bias1 dense1]
     assert kernels == {"0": 10, "1": 4}, kernels
     assert launches["1"] < launches["0"], launches
+
+
+def test_fusion_turns_the_mlp_temporaries_into_values(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With fusion, the MLP gradient's pre-activations z1, z2 and the adjoints of the temporaries inside
+    each fused reverse stage (d_h2, d_z2, d_z1: written and read by inner loops over the batch that fuse
+    once the guards AD repeats are threaded and the bias gradient's epilogue stays after them) leave the
+    memory plan; the adjoint d_h1, accumulated over every output feature, stays."""
+    mlp = load_example("mlp")
+    problem = mlp.mlp_data(d=6, hidden=5, out=4, batch=3, seed=1)
+    buffers = {}
+    for setting in SETTINGS:
+        monkeypatch.setenv("ISOZYME_LOOP_FUSION", setting)
+        plan = iz.show_memory(mlp.mlp_loss, activity=("dup",) * 4 + ("const",) * 2, **problem._asdict())
+        buffers[setting] = set(re.findall(r"^%([a-z_0-9.]+)\s", plan, flags=re.MULTILINE))
+    temporaries = {"z1", "z2", "d_h2", "d_z2", "d_z1"}
+    assert temporaries <= buffers["0"], buffers["0"]
+    assert not temporaries & buffers["1"], buffers["1"]
+    assert {"h1", "d_h1"} <= buffers["1"], buffers["1"]
 
 
 @needs_opencl

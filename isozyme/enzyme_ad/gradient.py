@@ -79,8 +79,9 @@ def reverse_gradient(module: Module, function: Function, activities: Sequence[Ar
     return Gradient(module, result.function, activity, result.tapes)
 
 
-FUSION_ROUNDS = 3
-"""Rounds of loop fusion and O2 after AD, at most (one is enough unless O2 opens more fusions)."""
+FUSION_ROUNDS = 6
+"""Rounds of jump threading, loop fusion and O2 after AD, at most (one is enough unless O2 opens more
+fusions: inner loops fuse once the loops around them have)."""
 
 
 def finish_derivative(module: Module, derivative: Function, stage: str, opt: str,
@@ -104,9 +105,12 @@ def finish_derivative(module: Module, derivative: Function, stage: str, opt: str
 
 
 def fuse_loops(module: Module, pass_options: PassOptions | None) -> None:
-    """Loop fusion and O2 in rounds, then scalarize-temporaries (and O2) when anything fused."""
+    """Jump threading, loop fusion and O2 in rounds, then scalarize-temporaries (and O2) when anything
+    fused. Jump threading folds the guards that AD repeats (`optimize/jump_threading.py`), which would
+    otherwise stand between the loops to fuse."""
     fused = False
     for _ in range(FUSION_ROUNDS):  # O2 cleans up the fused bodies, which may let more loops fuse
+        run_passes(module, ["jump-threading", "simplify-cfg"], pass_options)  # AD's repeated guards
         if not run_passes(module, ["loop-fusion"], pass_options):
             break
         run_passes(module, ["O2"], pass_options)  # merges the fused bodies' blocks, forwards stores

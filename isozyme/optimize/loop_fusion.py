@@ -13,13 +13,16 @@ Two loops L1 and L2 fuse when all of this holds (anything it cannot prove, it le
     exit test and bound): `0, 1, ... < t` loops, and the `t, t-1, ... != 0` loops of the reverse sweep.
     Both are `prange` loops or neither is (fused, a parallel loop would run serially).
   - shape: L1's exit block E1 holds a branch and perhaps allocs and pure values (the arrays of the next
-    stage: they move before L1, to the first block of the chain that leads to it); from E1 a chain of
-    blocks, each reached only from the one before, leads to L2's header; the branches on the way either
-    go on or skip L2 to its exit E2. What
-    decides whether L1 runs (the `cbr`s of the single-predecessor chain before it that skip to E1) and
-    what decides whether L2 runs (those after E1) must be the same conditions, not counting guards that
-    skip a loop only when it would run zero times (`t > 0`, `t == 0` for the loop's extent t; AD's reverse
-    loops carry two). Nothing else reaches E1 or E2. The instructions on the way to L2 (its invariants,
+    stage: they move before L1, to the first block of the chain that leads to it), and perhaps L1's exit
+    phis with an epilogue using them (loads, stores and pure values: a bias gradient `d_b[j] += s` after
+    the loop over the batch), which stays in E1 and so runs after L2 once the loops are fused: L2 and the
+    blocks before it must not use its values, write what it reads or touch what it writes. From E1 a
+    chain of blocks, each reached only from the one before, leads to L2's header; the branches on the
+    way either go on or skip L2 to its exit E2. What decides whether L1 runs (the `cbr`s of the
+    single-predecessor chain before it that skip to E1) and what decides whether L2 runs (those after E1)
+    must be the same conditions, not counting guards that skip a loop only when it would run zero times
+    (`t > 0`, `t == 0` for the loop's extent t; AD's reverse loops carry two). A `cbr` of the chain
+    before L1 may also skip both loops, straight to E2. Nothing else reaches E1 or E2. The instructions on the way to L2 (its invariants,
     hoisted by licm) move before L1, so they must be pure (or loads of arrays L1 does not write, when L1
     has a preheader), and E2's phis must take one value on every edge that skips L2. L2's header holds
     phis, pure per-iteration values (a counting-down loop's index) used only in L2, and its exit test;
@@ -35,7 +38,8 @@ Two loops L1 and L2 fuse when all of this holds (anything it cannot prove, it le
 The fused loop runs L1's body, then L2's, per iteration: L2's header phis move to L1's header, its
 induction variable becomes L1's, L1's back edge goes to L2's body and L2's back edge to L1's header (L1's
 latch may belong to an inner loop: the edge redirected is the one towards L1's header), and L1's exit goes
-to E2; simplify-cfg merges the blocks that can be merged. Inner loops that become adjacent fuse in turn.
+to E2 (or to E1, which then goes to E2, when E1 keeps an epilogue); simplify-cfg merges the blocks that
+can be merged. Inner loops that become adjacent fuse in turn.
 One difference from running them apart: when an iteration of L2 raises an error, L1's later iterations
 have not run, so what the error leaves in memory differs.
 
@@ -128,6 +132,13 @@ class Pair:
     """The blocks after E1 that lead to L2's header, in order (L2's entering block last)."""
     skips_two: list[Block]
     """The blocks (E1 and those of `chain_two`) whose `cbr` skips L2, going straight to E2."""
+    skips_both: list[Block]
+    """The blocks before L1 whose `cbr` skips both loops, going straight to E2."""
+    hoisted: list[Instruction]
+    """What E1 holds that moves before L1 (allocs of the next stage's arrays, pure values)."""
+    sunk: list[Instruction]
+    """What E1 holds that stays after L1, and so runs after L2 once fused (L1's exit phis, and an
+    epilogue using them: a bias gradient `d_b[j] += ...` after the loop over the batch)."""
 
 
 def _counted(loop: Loop) -> Candidate | None:
@@ -144,11 +155,13 @@ Guard = tuple[Value, bool]
 """A condition that decides whether a loop runs, and the value for which it does."""
 
 
-def _skips_before(one: Candidate) -> tuple[list[Block], list[Guard]]:
+def _skips_before(one: Candidate, two_exit: Block) -> tuple[list[Block], list[Guard], list[Block]]:
     """Walking back from L1's header: the blocks of the single-predecessor chain whose `cbr` goes either
-    further towards L1 or to E1, and their conditions."""
+    further towards L1 or to E1, and their conditions; and those whose `cbr` goes to E2 instead,
+    skipping both loops."""
     skips: list[Block] = []
     guards: list[Guard] = []
+    both: list[Block] = []
     preds = predecessors(one.loop.header.function)  # type: ignore[arg-type]
     child, block = one.loop.header, one.entering
     while True:
@@ -157,12 +170,14 @@ def _skips_before(one: Candidate) -> tuple[list[Block], list[Guard]]:
         if end.op is Op.CBR and set(end.successors) == {child, one.exit} and child is not one.exit:
             skips.append(block)
             guards.append((end.operands[0], end.successors[0] is child))
+        elif end.op is Op.CBR and set(end.successors) == {child, two_exit} and child is not two_exit:
+            both.append(block)
         elif end.op is not Op.BR:
             break
         if len(preds[block]) != 1:
             break
         child, block = block, preds[block][0]
-    return skips, guards
+    return skips, guards, both
 
 
 def _chain_after(one: Candidate, two_exit: Block, header_two: Block) -> tuple[list[Block], list[Block],
@@ -196,15 +211,10 @@ def _chain_after(one: Candidate, two_exit: Block, header_two: Block) -> tuple[li
 def _adjacent(first: Loop, nest: LoopNest) -> Pair | None:
     """`first` and the loop after it, when the shape is the one the docstring describes."""
     one = _counted(first)
-    if one is None or one.exit.phis:
+    if one is None:
         return None
     function = first.header.function
     assert function is not None
-    skips_one, guards_one = _skips_before(one)
-    if set(predecessors(function)[one.exit]) != {first.header, *skips_one}:
-        return None  # E1 is also reached some other way, on which L2 runs without L1
-    if not _exit_hoistable(one, skips_one):
-        return None
     preds = predecessors(function)
     for second in nest:
         if second.parent is first.parent and second is not first \
@@ -217,8 +227,14 @@ def _adjacent(first: Loop, nest: LoopNest) -> Pair | None:
                 break
     else:
         return None
+    skips_one, guards_one, skips_both = _skips_before(one, two.exit)
+    if set(preds[one.exit]) != {first.header, *skips_one}:
+        return None  # E1 is also reached some other way, on which L2 runs without L1
+    exit_parts = _split_exit(one, skips_one)
+    if exit_parts is None:
+        return None
     chain_two, skips_two, guards_two = found
-    if set(predecessors(function)[two.exit]) != {second.header, *skips_two}:
+    if set(preds[two.exit]) != {second.header, *skips_two, *skips_both}:
         return None
     if not _same_iterations(one.trip, two.trip):
         return None
@@ -228,7 +244,7 @@ def _adjacent(first: Loop, nest: LoopNest) -> Pair | None:
     deciding_two = {guard for guard in guards_two if not _only_when_empty(guard, two.trip)}
     if deciding_one != deciding_two:
         return None  # one loop may run where the other does not
-    return Pair(one, two, skips_one, chain_two, skips_two)
+    return Pair(one, two, skips_one, chain_two, skips_two, skips_both, *exit_parts)
 
 
 def _same_iterations(one: TripCount, two: TripCount) -> bool:
@@ -269,21 +285,28 @@ def _top(one: Candidate, skips_one: list[Block]) -> Block:
     return skips_one[-1] if skips_one else one.entering
 
 
-def _exit_hoistable(one: Candidate, skips_one: list[Block]) -> bool:
-    """Can what E1 holds besides its branch (allocs of the arrays the next stage writes, pure values)
-    run before L1, at the end of the chain's first block, which every path to E1 runs through?"""
-    moving = one.exit.instructions[:-1]
-    if not moving:
-        return True
+def _split_exit(one: Candidate, skips_one: list[Block]) -> tuple[list[Instruction], list[Instruction]] | None:
+    """What E1 holds besides its branch, in two parts: allocs (of the arrays the next stage writes) and
+    pure values that can run before L1, at the end of the chain's first block, which every path to E1
+    runs through; and L1's exit phis, with what uses them or memory, which stay after L1 (loads, stores
+    and pure values: no calls or checks). None if something fits neither."""
     top = _top(one, skips_one)
     tree = DominatorTree(one.exit.function)  # type: ignore[arg-type]
-    for inst in moving:
-        if not (inst.info.pure or inst.op is Op.ALLOC and not is_growable_alloc(inst)):
-            return False
-        if any(isinstance(operand, Instruction) and operand not in moving
-               and not tree.dominates(operand.block, top) for operand in inst.operands):  # type: ignore[arg-type]
-            return False
-    return True
+    hoisted: list[Instruction] = []
+    sunk: list[Instruction] = []
+    for inst in one.exit.instructions[:-1]:
+        if isinstance(inst, Phi) or any(operand in sunk for operand in inst.operands):
+            sunk.append(inst)
+        elif inst.op is Op.ALLOC and not is_growable_alloc(inst) or inst.info.pure:
+            if not all(not isinstance(operand, Instruction) or operand in hoisted
+                       or tree.dominates(operand.block, top) for operand in inst.operands):  # type: ignore[arg-type]
+                return None
+            hoisted.append(inst)
+        elif inst.op in (Op.LOAD, Op.STORE, Op.ATOMIC_ADD):
+            sunk.append(inst)
+        else:
+            return None
+    return hoisted, sunk
 
 
 def _zero(value: Value) -> bool:
@@ -340,10 +363,34 @@ def _fusible(pair: Pair) -> bool:
     inside_one = set(body_one)
     if any(operand in inside_one for inst in body_two for operand in inst.operands):
         return False
+    if not _sinkable_past(pair, body_two):
+        return False
     tree = DominatorTree(header_two.function)  # type: ignore[arg-type]
     if not _hoistable(pair, body_one, tree) or not _skipped_values_agree(pair, tree):
         return False
     return _independent(one, two, body_one, body_two)
+
+
+def _sinkable_past(pair: Pair, body_two: list[Instruction]) -> bool:
+    """Can what stays in E1 run after L2 (and after the chain's instructions, which move before L1)? L2 and
+    the chain must not use its values, write an array it reads, or touch an array it writes."""
+    if not pair.sunk:
+        return True
+    sunk = set(pair.sunk)
+    between = [inst for block in pair.chain_two for inst in block.instructions] + body_two
+    if any(operand in sunk for inst in between for operand in inst.operands):
+        return False
+    accesses = [inst for inst in pair.sunk if inst.op in ACCESSES]
+    if any(not _is_distinct_array(_array(inst)) for inst in accesses):
+        return False
+    written = {_array(inst) for inst in accesses if inst.op in WRITES}
+    read = {_array(inst) for inst in accesses}
+    for inst in between:
+        if inst.op in ACCESSES and (_array(inst) in written or inst.op in WRITES and _array(inst) in read):
+            return False
+        if inst.op is Op.CALL:
+            return False
+    return True
 
 
 def _header_computations(candidate: Candidate) -> list[Instruction]:
@@ -497,7 +544,7 @@ def _fuse(pair: Pair) -> None:
     iv_two.replace_all_uses_with(iv_one)
     top_end = _top(one, pair.skips_one).terminator
     assert top_end is not None
-    for inst in list(one.exit.instructions[:-1]):  # allocs and values E1 held: before L1
+    for inst in pair.hoisted:  # allocs and values E1 held: before L1
         inst.move_before(top_end)
     start = body_two.instructions[0]
     for inst in _header_computations(two):
@@ -522,6 +569,16 @@ def _fuse(pair: Pair) -> None:
         moved.add_incoming(one.entering, phi.incoming_value(two.entering))
         moved.add_incoming(latch_two, phi.incoming_value(latch_two))
         phi.replace_all_uses_with(moved)
+    if pair.sunk:
+        _exit_through_e1(pair)
+    else:
+        _exit_to_e2(pair)
+
+
+def _exit_to_e2(pair: Pair) -> None:
+    """The fused loop leaves to E2, and E1 goes (when L1 can be skipped, then L2 is skipped too)."""
+    one, two = pair.one, pair.two
+    header_one, header_two = one.loop.header, two.loop.header
     # E2 is now reached from L1's header, and from E1 when L1 can be skipped (then L2 is skipped too)
     for phi in two.exit.phis:
         skipped = phi.incoming_value(pair.skips_two[0]) if pair.skips_two else None
@@ -538,7 +595,37 @@ def _fuse(pair: Pair) -> None:
         Builder(one.exit).br(two.exit)
     else:
         dead.append(one.exit)
+    _delete_blocks(dead)
+
+
+def _exit_through_e1(pair: Pair) -> None:
+    """The fused loop leaves to E1, which keeps L1's exit phis and the epilogue after them and then goes
+    to E2: E2's values from L2 come through E1 (merged there with their values for a skipped L1)."""
+    one, two = pair.one, pair.two
+    header_one, header_two = one.loop.header, two.loop.header
+    for phi in two.exit.phis:
+        skipped = phi.incoming_value(pair.skips_two[0]) if pair.skips_two else None
+        value = phi.incoming_value(header_two)
+        for block in {*pair.skips_two, header_two}:
+            phi.remove_incoming(block)
+        if pair.skips_one:
+            assert skipped is not None, "E1 is reached by a skip, so E2 has a skip edge too"
+            merged = Phi(phi.type, name=phi.name, loc=phi.loc)
+            one.exit.insert(0, merged)
+            merged.add_incoming(header_one, value)
+            for block in pair.skips_one:
+                merged.add_incoming(block, skipped)
+            value = merged
+        phi.add_incoming(one.exit, value)
+    one.exit.terminator.erase()  # type: ignore[union-attr]
+    Builder(one.exit).br(two.exit)
+    _delete_blocks([header_two, *pair.chain_two])
+
+
+def _delete_blocks(dead: list[Block]) -> None:
     for block in dead:
+        function = block.function
+        assert function is not None
         for inst in list(block.instructions)[::-1]:
             inst.drop_operands()
         function.remove_block(block)
@@ -550,8 +637,11 @@ def _fuse(pair: Pair) -> None:
 def scalarize_private_arrays(function: Function) -> bool:
     """Replace each local array whose every access is in one block of a loop, at one index that differs
     from iteration to iteration, by the values stored into it; then the array disappears (module
-    docstring, "temporaries")."""
+    docstring, "temporaries"). Loops with several latches get a single one first, as for fusion, so that
+    their induction variables are known."""
     changed = False
+    if any(len(loop.latches) > 1 for loop in LoopNest(function)):
+        changed |= insert_preheaders_and_latches(function)
     nest = LoopNest(function)
     for alloc in [inst for inst in function.instructions() if inst.op is Op.ALLOC]:
         block = _private_block(alloc, nest)

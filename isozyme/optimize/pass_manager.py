@@ -41,6 +41,7 @@ from isozyme.optimize.dead_code_elimination import dead_code_elimination
 from isozyme.optimize.function_attributes import function_attributes
 from isozyme.optimize.inline import DEFAULT_THRESHOLD, inline
 from isozyme.optimize.instcombine import instcombine
+from isozyme.optimize.jump_threading import jump_threading
 from isozyme.optimize.loop_canonicalization import loop_canonicalization
 from isozyme.optimize.loop_fusion import loop_fusion, scalarize_private_arrays
 from isozyme.optimize.loop_invariant_code_motion import loop_invariant_code_motion
@@ -93,6 +94,7 @@ REGISTRY: dict[str, Pass] = {p.name: p for p in (
     Pass("loop-canon", loop_canonicalization, "preheaders, single latches, dedicated exits, 0-based IVs, guards"),
     Pass("licm", loop_invariant_code_motion, "hoist loop-invariant instructions into the preheader"),
     Pass("cse", common_subexpression_elimination, "dominator-scoped value numbering of pure ops and loads"),
+    Pass("jump-threading", jump_threading, "fold branches an earlier branch decided, skip empty branch blocks"),
     Pass("loop-fusion", loop_fusion, "fuse adjacent loops over the same iteration space when no dependence forbids"),
     Pass("scalarize-temporaries", scalarize_private_arrays,
          "replace a local array private to the iterations of a loop by the values stored into it"),
