@@ -249,21 +249,7 @@ class PrimalValues:
     def _last_write(self, store: Instruction) -> bool:
         """Can no write to the root of `store`'s array other than `store` itself run after it: none in a
         block reachable from its block, nor later in that block?"""
-        root = array_root(store.operands[1])
-        if root is None or self.writers is None:
-            return False
-        block = store.block
-        assert block is not None
-        reach = self._reachable(block)
-        position = block.instructions.index(store)
-        for writer, written in self.writers.get(root, ()):
-            if writer is store:
-                continue
-            if written in reach:
-                return False
-            if written is block and (writer.block is not block or block.instructions.index(writer) > position):
-                return False
-        return True
+        return self._unwritten_after(store, store.operands[1])
 
     def _distinct_per_iteration(self, store: Instruction) -> bool:
         """Does `store` write a different element in every iteration of every loop around it? Each loop
@@ -360,14 +346,20 @@ class PrimalValues:
         """Does memory still hold what `load` read when the reverse pass runs? Yes when no write to its
         array's root can run after it: none in a block reachable from the load's block, nor later in that
         block (`qdiag`, filled before the loops that read it)."""
-        root = array_root(load.operands[0])
+        return self._unwritten_after(load, load.operands[0])
+
+    def _unwritten_after(self, access: Instruction, array: Value) -> bool:
+        """Can no write to the root of `array` other than `access` itself run after `access`?"""
+        root = array_root(array)
         if root is None or self.writers is None:
             return False
-        block = load.block
+        block = access.block
         assert block is not None
         reach = self._reachable(block)
-        position = block.instructions.index(load)
+        position = block.instructions.index(access)
         for writer, written in self.writers.get(root, ()):
+            if writer is access:
+                continue
             if written in reach:
                 return False
             if written is block and (writer.block is not block or block.instructions.index(writer) > position):

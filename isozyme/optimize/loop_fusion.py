@@ -22,11 +22,11 @@ Two loops L1 and L2 fuse when all of this holds (anything it cannot prove, it le
     single-predecessor chain before it that skip to E1) and what decides whether L2 runs (those after E1)
     must be the same conditions, not counting guards that skip a loop only when it would run zero times
     (`t > 0`, `t == 0` for the loop's extent t; AD's reverse loops carry two). A `cbr` of the chain
-    before L1 may also skip both loops, straight to E2. Nothing else reaches E1 or E2. The instructions on the way to L2 (its invariants,
-    hoisted by licm) move before L1, so they must be pure (or loads of arrays L1 does not write, when L1
-    has a preheader), and E2's phis must take one value on every edge that skips L2. L2's header holds
-    phis, pure per-iteration values (a counting-down loop's index) used only in L2, and its exit test;
-    the block it enters is reached only from it. L2 may hold inner loops.
+    before L1 may also skip both loops, straight to E2. Nothing else reaches E1 or E2. The instructions
+    on the way to L2 (its invariants, hoisted by licm) move before L1, so they must be pure (or loads of
+    arrays L1 does not write, when L1 has a preheader), and E2's phis must take one value on every edge
+    that skips L2. L2's header holds phis, pure per-iteration values (a counting-down loop's index) used
+    only in L2, and its exit test; the block it enters is reached only from it. L2 may hold inner loops.
   - values: L2 uses nothing that L1 computes, and neither loop has a call.
   - memory: for every array both loops touch, with at least one write among the two accesses, iteration j
     of L1 and iteration i of L2 touch the same element only when j <= i, and only when j == i for `prange`
