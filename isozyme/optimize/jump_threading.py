@@ -155,10 +155,12 @@ def _thread_branch_blocks(function: Function) -> bool:
             target = None if outcome is None else end.successors[0] if outcome else end.successors[1]
             if target is None or target is block or nest.loop_of(pred) is not loop or nest.loop_of(target) is not loop:
                 continue
+            if not _can_redirect(pred, block, target):
+                continue
             if len(block.instructions) > 1 and not _hoist_to_dominator(block, tree, nest):
                 break
-            if _redirect(pred, block, target):
-                return True
+            _redirect(pred, block, target)
+            return True
     return False
 
 
@@ -184,19 +186,24 @@ def _hoist_to_dominator(block: Block, tree: DominatorTree, nest: LoopNest) -> bo
     return True
 
 
-def _redirect(pred: Block, block: Block, target: Block) -> bool:
-    """Send `pred`'s edge to `block` straight to `target`; False (nothing done) when `pred` already jumps
-    to `target` with other phi values."""
+def _can_redirect(pred: Block, block: Block, target: Block) -> bool:
+    """Can `pred`'s edge to `block` go straight to `target`? Not when `pred` already jumps to `target`
+    (by its other edge) and the phis there would need two values for it."""
+    branch = pred.terminator
+    assert branch is not None
+    return target not in branch.successors \
+        or all(same_value(phi.incoming_value(pred), phi.incoming_value(block)) for phi in target.phis)
+
+
+def _redirect(pred: Block, block: Block, target: Block) -> None:
+    """Send `pred`'s edge to `block` straight to `target` (`_can_redirect` said it may)."""
     branch = pred.terminator
     assert branch is not None
     if target in branch.successors:
-        if not all(same_value(phi.incoming_value(pred), phi.incoming_value(block)) for phi in target.phis):
-            return False
         branch.drop_operands()
         branch.remove_from_block()
         Builder(pred, loc=branch.loc).br(target)
-        return True
+        return
     branch.replace_successor(block, target)
     for phi in target.phis:
         phi.add_incoming(pred, phi.incoming_value(block))
-    return True
