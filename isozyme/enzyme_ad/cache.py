@@ -240,16 +240,11 @@ class PrimalValues:
             if store.op is not Op.STORE or use.index != 0 or store.block is not block \
                     or block.instructions.index(store) < block.instructions.index(value):
                 continue
-            if self.array_available(store.operands[1]) and self._last_write(store) \
+            if self.array_available(store.operands[1]) and self._unwritten_after(store, store.operands[1]) \
                     and self._distinct_per_iteration(store) \
                     and all(self._index_at_hand(index, context) for index in store.operands[2:]):
                 return store
         return None
-
-    def _last_write(self, store: Instruction) -> bool:
-        """Can no write to the root of `store`'s array other than `store` itself run after it: none in a
-        block reachable from its block, nor later in that block?"""
-        return self._unwritten_after(store, store.operands[1])
 
     def _distinct_per_iteration(self, store: Instruction) -> bool:
         """Does `store` write a different element in every iteration of every loop around it? Each loop
