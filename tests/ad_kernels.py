@@ -1039,6 +1039,65 @@ def while_in_while(x: Array[f64], limit: f64) -> f64:
     return acc
 
 
+def _signs_away_from_zero(rng: np.random.Generator, n: int) -> np.ndarray:
+    """Values at least 0.2 away from 0 with mixed signs, the first two positive: a loop that stops at the
+    first x[i] <= 0 runs a few iterations, and no finite-difference step moves its exit."""
+    x = rng.uniform(0.2, 1.0, n) * rng.choice([-1.0, 1.0], n)
+    x[:2] = np.abs(x[:2])
+    return x
+
+
+# A local array written before a loop whose exit the data decides, read inside it: the reverse of that loop
+# is entered at one block per exit (an irreducible cycle), and sink-allocs once moved the zeroed shadow of
+# the array into it, where it was zeroed again on every reverse iteration: a zero gradient at opt post/pre.
+
+
+@case("dup", lambda rng: (_signs_away_from_zero(rng, 7),))
+@iz.kernel
+def while_reads_local_array(x: Array[f64]) -> f64:
+    n = len(x)
+    v = iz.zeros(n, f64)
+    for j in range(n):
+        v[j] = x[j] * x[j]
+    s = 0.0
+    i = 0
+    while i < n and x[i] > 0.0:
+        s += v[i]
+        i += 1
+    return s
+
+
+@case("dup", lambda rng: (_signs_away_from_zero(rng, 7),))
+@iz.kernel
+def break_reads_local_array(x: Array[f64]) -> f64:
+    n = len(x)
+    v = iz.zeros(n, f64)
+    for j in range(n):
+        v[j] = iz.sin(x[j]) * x[j]
+    s = 0.0
+    for i in range(n):
+        if x[i] < 0.0:
+            break
+        s += v[i] * x[i]
+    return s
+
+
+@case("dup", lambda rng: (_signs_away_from_zero(rng, 6),))
+@iz.kernel
+def nested_while_reads_local_array(x: Array[f64]) -> f64:
+    n = len(x)
+    v = iz.zeros(n, f64)
+    for j in range(n):
+        v[j] = x[j] * x[j] + 0.5 * x[j]
+    s = 0.0
+    for k in range(n):
+        i = k
+        while i < n and x[i] > 0.0:
+            s += v[i] * v[k]
+            i += 1
+    return s
+
+
 def _nested_return_tests(x: np.ndarray) -> list[float]:
     s, tests = 1.0, []
     for xi in x:

@@ -573,6 +573,9 @@ def test_nearest_common_dominator_and_reachable_from_match_definitions(edges: Ed
     for name in edges:
         after = set().union(*(reach(edges, s) for s in edges[name])) if edges[name] else set()
         assert name_set(reachable_from(blocks[name])) == after
+        for avoided in edges:  # paths that do not pass through `avoided`
+            after = set().union(*(reach(edges, s, avoided) for s in edges[name])) if edges[name] else set()
+            assert name_set(reachable_from(blocks[name], avoiding=blocks[avoided])) == after
 
 
 @settings(max_examples=200, deadline=None)

@@ -26,6 +26,7 @@ import numpy as np
 import pytest
 from ad_kernels import CASES, Case
 from ad_oracle import (
+    ALL_VARIANTS,
     FD_RTOL,
     FD_STEP,
     VARIANTS,
@@ -131,3 +132,15 @@ def test_primal_results_match_a_plain_call(case: Case, opt: str, backend: str) -
         assert got.primal_return == expected
     for array, plain in zip(got.arrays, [a for a in args if isinstance(a, np.ndarray)]):
         np.testing.assert_array_equal(array, plain)
+
+
+LOCAL_ARRAYS_IN_EXITING_LOOPS = [case for case in CASES if case.name.endswith("reads_local_array")]
+
+
+@pytest.mark.parametrize("case", LOCAL_ARRAYS_IN_EXITING_LOOPS, ids=[c.name for c in LOCAL_ARRAYS_IN_EXITING_LOOPS])
+@pytest.mark.parametrize(("opt", "backend"), ALL_VARIANTS, ids=_variant_ids(ALL_VARIANTS))
+def test_local_array_read_in_a_loop_the_data_exits(case: Case, opt: str, backend: str) -> None:
+    """while/break loops reading a local array written before them (issue 22): the shadow's zeroed alloc
+    once sank into the irreducible reverse loop and the gradient came out zero. On OpenCL too."""
+    assert_matches_finite_differences(problem(case), derivative(case, opt, backend).gradient,
+                                      finite_difference_gradient(case))

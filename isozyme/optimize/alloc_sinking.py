@@ -9,8 +9,11 @@ forward sweep (heat's `prev` and `d_prev`, an MLP's forward temporaries and the 
 
 An alloc moves when it has uses, none of them a phi (an array flowing through a phi is used at the end of
 the incoming block: left where it is), to the nearest common dominator of the blocks of its uses or, when
-that lies in a loop the alloc is not in, to its nearest dominator that does not (never into a loop, where
-it would run once per iteration: the reverse sweep's loops start with the block before them). It goes
+that block can run again without the alloc's block running in between, to its nearest dominator that
+cannot (never into a cycle the alloc was not in, where it would run, and zero its array, once per trip:
+the reverse sweep's loops start with the block before them). Cycles are the CFG's, not only natural loops:
+the reverse of a loop with several exits is entered at several blocks (irreducible), and a `zeroed`
+shadow sunk into it lost the adjoints of every earlier iteration. It goes
 before its first use in that block, or before the block's branch. Its extents are defined before
 its old place, which dominates the new one. A `zeroed` alloc zeroes its array where it now stands, which
 is before every use. Growable allocs stay (their tapes are pushed from the start). The alloc's check of
@@ -22,25 +25,24 @@ from __future__ import annotations
 
 import functools
 
+from isozyme.ssa.cfg import reachable_from
 from isozyme.ssa.dominators import DominatorTree
-from isozyme.ssa.ir import Function, Phi, is_growable_alloc
-from isozyme.ssa.loops import LoopNest
+from isozyme.ssa.ir import Block, Function, Phi, is_growable_alloc
 from isozyme.ssa.ops import Op
 
 
 def sink_allocs(function: Function) -> bool:
     """Move allocs down to their uses (module docstring); True if any moved."""
     tree = DominatorTree(function)
-    nest = LoopNest(function, tree)
     changed = False
     for alloc in [inst for inst in function.instructions() if inst.op is Op.ALLOC]:
         users = [use.user for use in alloc.uses]
         if not users or is_growable_alloc(alloc) or any(isinstance(user, Phi) for user in users):
             continue
         target = functools.reduce(tree.nearest_common_dominator, [user.block for user in users])  # type: ignore[arg-type]
-        home = nest.loop_of(alloc.block)  # type: ignore[arg-type]
-        while nest.loop_of(target) is not home:  # not into a loop: up to the block before it
-            target = tree.idom[target]  # type: ignore[assignment]
+        home: Block = alloc.block  # type: ignore[assignment]
+        while target is not home and target in reachable_from(target, avoiding=home):
+            target = tree.idom[target]  # type: ignore[assignment]  # not into a cycle: up to before it
         if target is alloc.block:
             continue
         anchor = next((inst for inst in target.instructions if inst in users), target.terminator)

@@ -52,13 +52,14 @@ def reachable_blocks(function: Function) -> set[Block]:
     return set(post_order(function))
 
 
-def reachable_from(block: Block) -> set[Block]:
-    """The blocks reachable from `block` by one edge or more (`block` itself only when it is in a cycle)."""
+def reachable_from(block: Block, avoiding: Block | None = None) -> set[Block]:
+    """The blocks reachable from `block` by one edge or more (`block` itself only when it is in a cycle),
+    on paths that do not pass through `avoiding` (which is then never in the set)."""
     seen: set[Block] = set()
     work = list(block.successors)
     while work:
         current = work.pop()
-        if current not in seen:
+        if current not in seen and current is not avoiding:
             seen.add(current)
             work.extend(current.successors)
     return seen
