@@ -32,6 +32,9 @@ The features, each behind a switch:
 | `local_arrays` | `iz.zeros(n, f64)` / `iz.empty(n, f64)` at the function's top level, filled before read |
 | `local_arrays_in_loops` | the same where the allocation does not dominate the exit: in a loop body or a branch, |
 | | after an early `return`, or in a helper called there |
+| `exits_over_local_arrays` | the entry starts with a local array filled from the inputs, then a loop the data |
+| | leaves (`while` with a data test, or `for` with `break`), maybe inside a `for`, whose body adds a term |
+| | that reads the array into `out` |
 | `math` | sin, cos, exp of bounded arguments, tanh, sqrt(1 + e*e), log(1 + e*e), e / (1 + e*e) |
 
 Numerical conditioning (why finite differences of these programs are accurate):
@@ -74,7 +77,7 @@ FEATURES = frozenset({
     "loss", "second_input", "index_table", "nested_loops", "reversed_ranges", "triangular_loops",
     "computed_trip_counts", "data_trip_counts", "while_loops", "break", "continue", "return_in_loop",
     "branches", "early_return", "overwrites", "accumulators", "helper_calls", "split_calls", "local_arrays",
-    "local_arrays_in_loops", "math",
+    "local_arrays_in_loops", "exits_over_local_arrays", "math",
 })
 """Every switch the generator knows (module docstring)."""
 
@@ -536,6 +539,10 @@ class Generator(Choices):
             array = ArrayVar(name, LARGE, writable=True, accumulates=True)
             fn.scopes[-1].arrays.append(array)
             return
+        self._filled_local(fn, ctx, name)
+
+    def _filled_local(self, fn: Function, ctx: Ctx, name: str) -> ArrayVar:
+        """`name = iz.empty(n, f64)` and a loop that fills it."""
         fn.emit(ctx, f"{name} = iz.empty(n, f64)")
         counter = fn.fresh("j")
         fn.emit(ctx, f"for {counter} in range(n):")
@@ -543,7 +550,41 @@ class Generator(Choices):
         value = self.squash(self.expr(fn), NOMINAL)
         fn.scopes.pop()
         fn.emit(Ctx(ctx.indent + 1), f"{name}[{counter}] = {value.text}")
-        fn.scopes[-1].arrays.append(ArrayVar(name, NOMINAL, writable=True))
+        array = ArrayVar(name, NOMINAL, writable=True)
+        fn.scopes[-1].arrays.append(array)
+        return array
+
+    def exit_over_local(self, fn: Function) -> None:
+        """The `exits_over_local_arrays` prologue (module docstring), at the entry's top level."""
+        self.use("exits_over_local_arrays")
+        array = self._filled_local(fn, Ctx(), fn.fresh("v"))
+        ctx = Ctx()
+        if self.on("nested_loops") and self.chance(40):
+            self.use("nested_loops")
+            outer = fn.fresh("k")
+            fn.emit(ctx, f"for {outer} in range(n):")
+            fn.scopes.append(Scope(indices=[outer]))
+            ctx = Ctx(1, ("for",), top=False)
+        counter = fn.fresh("w")
+        fn.scopes.append(Scope(indices=[counter]))
+        if self.chance(50):
+            fn.emit(ctx, f"for {counter} in range(n):")
+            fn.emit(Ctx(ctx.indent + 1), f"if {self.condition(fn)}:")
+            fn.emit(Ctx(ctx.indent + 2), "break")
+            increment = None
+        else:
+            fn.emit(ctx, f"{counter} = 0")
+            fn.emit(ctx, f"while {counter} < n and {self.condition(fn)}:")
+            increment = f"{counter} += 1"
+        inner = Ctx(ctx.indent + 1, (*ctx.loops, "while"), top=False)
+        term = self.squash(Expr(f"({array.name}[{self.index(fn)}] * {self.squash(self.expr(fn), NOMINAL).text})",
+                                NOMINAL * NOMINAL), NOMINAL)
+        fn.emit(inner, f"out[{self.index(fn)}] += {term.text}")
+        if increment is not None:
+            fn.emit(inner, increment)
+        fn.scopes.pop()
+        if ctx.indent:
+            fn.scopes.pop()
 
 
 def _paren(text: str) -> str:
@@ -613,6 +654,8 @@ def _entry(gen: Generator, helpers: list[Helper]) -> tuple[list[tuple[str, str]]
             name = fn.fresh("s")
             fn.emit(Ctx(), f"{name} = 0.0")
             scope.floats.append(FloatVar(name, 0.0, True))
+    if gen.on("exits_over_local_arrays") and gen.chance(75):
+        gen.exit_over_local(fn)
     gen.block(fn, Ctx(), 6)
     if not returns or gen.chance(60):
         fn.emit(Ctx(), "for i in range(n):")
