@@ -35,6 +35,9 @@ The features, each behind a switch:
 | `exits_over_local_arrays` | the entry starts with a local array filled from the inputs, then a loop the data |
 | | leaves (`while` with a data test, or `for` with `break`), maybe inside a `for`, whose body adds a term |
 | | that reads the array into `out` |
+| `prange` | top-level `for i in iz.prange(n):` loops in the entry: a value of the inputs (maybe summed by an |
+| | inner loop over every `x[j]`, whose adjoint every iteration adds to), stored or added into `out[i]`, |
+| | maybe added to an accumulator (a reduction); the body reads `out` only at `i` and writes nothing else |
 | `math` | sin, cos, exp of bounded arguments, tanh, sqrt(1 + e*e), log(1 + e*e), e / (1 + e*e) |
 
 Numerical conditioning (why finite differences of these programs are accurate):
@@ -77,7 +80,7 @@ FEATURES = frozenset({
     "loss", "second_input", "index_table", "nested_loops", "reversed_ranges", "triangular_loops",
     "computed_trip_counts", "data_trip_counts", "while_loops", "break", "continue", "return_in_loop",
     "branches", "early_return", "overwrites", "accumulators", "helper_calls", "split_calls", "local_arrays",
-    "local_arrays_in_loops", "exits_over_local_arrays", "math",
+    "local_arrays_in_loops", "exits_over_local_arrays", "prange", "math",
 })
 """Every switch the generator knows (module docstring)."""
 
@@ -358,7 +361,36 @@ class Generator(Choices):
             kinds.append((3, "call"))
         if self.on("local_arrays" if ctx.top and not fn.returned else "local_arrays_in_loops"):
             kinds.append((2, "local"))
+        if self.on("prange") and ctx.top and fn.name == "entry":
+            kinds.append((4, "prange"))
         getattr(self, f"_{self.weighted(kinds)}")(fn, ctx)
+
+    def _prange(self, fn: Function, ctx: Ctx) -> None:
+        """The `prange` feature (module docstring): iterations independent but for `out[i]` and a reduction."""
+        self.use("prange")
+        out = next(a for a in fn.all("arrays") if a.name == "out")
+        out.readable = False  # other iterations write it: read only at the loop index
+        index = fn.fresh("i")
+        fn.emit(ctx, f"for {index} in iz.prange(n):")
+        fn.scopes.append(Scope(indices=[index]))
+        body = Ctx(ctx.indent + 1, (*ctx.loops, "for"), top=False)
+        value = fn.fresh("t")
+        fn.emit(body, f"{value} = {self.squash(self.expr(fn), NOMINAL).text}")
+        if self.chance(60):
+            inner = fn.fresh("j")
+            fn.emit(body, f"for {inner} in range(n):")
+            fn.scopes.append(Scope(indices=[inner]))
+            term = self.squash(self.expr(fn), NOMINAL)
+            fn.emit(Ctx(body.indent + 1), f"{value} += x[{inner}] * {term.text}")
+            fn.scopes.pop()
+        stored = self.squash(Expr(value, LARGE), NOMINAL)
+        fn.emit(body, f"out[{index}] {self.pick(('=', '+='))} {stored.text}")
+        targets = [v for v in fn.scopes[0].floats if v.mutable]
+        if targets and self.chance(50):
+            self.use("accumulators")
+            fn.emit(body, f"{self.pick(targets).name} += {self.squash(self.expr(fn), NOMINAL).text}")
+        fn.scopes.pop()
+        out.readable = True
 
     def _let(self, fn: Function, ctx: Ctx) -> None:
         name = fn.fresh("t")

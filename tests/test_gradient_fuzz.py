@@ -62,7 +62,7 @@ ENABLED_FEATURES = frozenset({
     "computed_trip_counts", "data_trip_counts", "while_loops", "break", "continue", "return_in_loop",
     "branches", "early_return", "overwrites", "accumulators", "helper_calls", "split_calls", "local_arrays",
     "local_arrays_in_loops",  # disabled (with a KNOWN_CRASHES entry) while UNDOMINATED_ALLOC was open
-    "exits_over_local_arrays", "math",
+    "exits_over_local_arrays", "prange", "math",
 })
 """The generator features (`gradgen.FEATURES`) the AD handles today (module docstring): all of them in this
 version. Delete a line to switch a feature off."""

@@ -45,6 +45,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from isozyme.ssa.builder import Builder
+from isozyme.ssa.dominators import DominatorTree
 from isozyme.ssa.ir import Argument, Block, Constant, Function, Instruction, Phi, Value, is_local_array, local_extents
 from isozyme.ssa.loops import Loop, LoopNest
 from isozyme.ssa.ops import Op
@@ -101,8 +102,12 @@ class ParallelLoop:
 
     @property
     def location(self) -> str:
+        """The `prange`'s source location; a reverse loop's counter has none: its body's first line."""
         phi = next((p for p in self.header.phis if "parallel" in p.flags), None)
-        return str(phi.loc) if phi is not None and phi.loc else f"block {self.header.name}"
+        if phi is not None and phi.loc:
+            return str(phi.loc)
+        body = next((inst.loc for block in self.loop.blocks for inst in block.instructions if inst.loc), None)
+        return f"{body} (block {self.header.name})" if body else f"block {self.header.name}"
 
 
 class NotParallel(Exception):
@@ -270,19 +275,37 @@ def _check_body(loop: Loop) -> dict[Instruction, str]:
     for array in _arrays_accessed(loop):
         if isinstance(array, Phi):
             raise NotParallel(f"it accesses an array through the phi %{array.name or 'array'}")
-        if not _is_alloc(array) or array.block in loop or "tape" in array.flags:  # type: ignore[union-attr]
+        if not _is_alloc(array):
+            _check_argument_array(array, loop)
+            continue
+        if array.block in loop or "tape" in array.flags:  # type: ignore[union-attr]
             continue
         if "private" in array.flags:  # type: ignore[union-attr]
             scratch[array] = "private"  # type: ignore[index]
             continue
         uses = [u for u in array.users if u.block is not None and u.block in loop]
-        ops = {u.op for u in uses}
-        racy = Op.STORE in ops or (Op.ATOMIC_ADD in ops and Op.LOAD in ops)  # atomic adds alone commute
-        if racy and _owner_position(array, loop, None) is None:
+        if _may_race({u.op for u in uses}) and _owner_position(array, loop, None) is None:
             raise NotParallel(f"every iteration writes the local array %{array.name or 'array'}")
         if any(u.op is Op.CALL for u in uses):
             raise NotParallel(f"it passes the local array %{array.name or 'array'} to a call")
     return scratch
+
+
+def _may_race(ops: set[Op]) -> bool:
+    """Do these accesses to one array by every iteration conflict unless each has elements of its own?
+    Loads alone do not, atomic adds alone commute, and stores alone are what `prange` promises apart."""
+    return (Op.STORE in ops and len(ops & {Op.LOAD, Op.ATOMIC_ADD}) > 0) or {Op.LOAD, Op.ATOMIC_ADD} <= ops
+
+
+def _check_argument_array(array: Value, loop: Loop) -> None:
+    """An argument array both stored to and read (or added to) in the loop, not at one index of its own per
+    work item: a read-modify-write that did not become one `atomic_add` (`_fold_accumulation`), or an
+    element that one iteration writes and another reads. `prange` promises only that iterations store to
+    different elements; the adjoint of a load that every iteration makes is an update of one shadow element
+    by every work item, which must not become a plain load and store (a GPU loses updates): serial."""
+    uses = [u for u in array.users if u.block is not None and u.block in loop and u.op in ACCESSES]
+    if _may_race({u.op for u in uses}) and _owner_position(array, loop, None) is None:
+        raise NotParallel(f"its iterations may read and write the same elements of %{array.name or 'array'}")
 
 
 def is_private_array(alloc: Instruction) -> bool:
@@ -345,6 +368,10 @@ def _injective_values(loop: Loop, inductions: list[InductionVariable]) -> set[Va
     constant step, and negations, sums, differences and nonzero constant multiples of those with
     invariants (`trip + (-k) - 1`, the index of a reverse loop once canonicalized)."""
     values: set[Value] = {iv.phi for iv in inductions if iv.constant_step not in (None, 0)}
+    nonzero = _asserted_nonzero(loop)
+
+    def multiplier(value: Value) -> bool:
+        return (isinstance(value, Constant) and value.value != 0) or value in nonzero
     changed = True
     while changed:
         changed = False
@@ -356,8 +383,7 @@ def _injective_values(loop: Loop, inductions: list[InductionVariable]) -> set[Va
                     ok = inst.operands[0] in values
                 elif inst.op is Op.IMUL:
                     a, b = inst.operands
-                    ok = (a in values and isinstance(b, Constant) and b.value != 0) or \
-                         (b in values and isinstance(a, Constant) and a.value != 0)
+                    ok = (a in values and multiplier(b)) or (b in values and multiplier(a))
                 else:
                     a, b = inst.operands
                     ok = (a in values and is_loop_invariant(b, loop)) or \
@@ -366,6 +392,27 @@ def _injective_values(loop: Loop, inductions: list[InductionVariable]) -> set[Va
                     values.add(inst)
                     changed = True
     return values
+
+
+def _asserted_nonzero(loop: Loop) -> set[Value]:
+    """Values that an `assert %v != 0` in a block dominating the loop checked (a `range` step known only at
+    run time): never 0 inside the loop."""
+    function = loop.header.function
+    assert function is not None
+    tree = DominatorTree(function)
+    found: set[Value] = set()
+    for block in function.blocks:
+        if not tree.is_reachable(block) or not tree.dominates(block, loop.header):
+            continue
+        for inst in block.instructions:
+            condition = inst.operands[0] if inst.op is Op.ASSERT else None
+            if isinstance(condition, Instruction) and condition.op is Op.ICMP_NE:
+                a, b = condition.operands
+                if isinstance(b, Constant) and b.value == 0:
+                    found.add(a)
+                elif isinstance(a, Constant) and a.value == 0:
+                    found.add(b)
+    return found
 
 
 def _owner_position(array: Value, loop: Loop, injective: set[Value] | None) -> int | None:
@@ -405,18 +452,31 @@ def _accumulation_modes(loop: Loop, injective: set[Value], scratch: dict[Instruc
     return modes
 
 
+NEGATION = {Op.FSUB: Op.FNEG, Op.ISUB: Op.INEG}
+"""`x - v` is `x + (-v)` (IEEE: exactly; integers: wrapping), so a subtracting accumulation folds too."""
+
+
 def _fold_accumulation(store: Instruction) -> None:
-    """`store (load x[I]) + v, x[I]` in one block, nothing touching x between: `atomic_add v, x[I]`."""
+    """`store (load x[I]) + v, x[I]` or `store (load x[I]) - v, x[I]` in one block, nothing touching x
+    between: `atomic_add v, x[I]` (`atomic_add -v, x[I]`). (The reverse of `t = x[i] - means[k]` in a
+    parallel loop subtracts from d_means: left a plain load and store, every work item raced on it.)"""
     value, array, *indices = store.operands
-    if not isinstance(value, Instruction) or value.block is not store.block or value.op not in (Op.FADD, Op.IADD):
+    if not isinstance(value, Instruction) or value.block is not store.block \
+            or value.op not in (Op.FADD, Op.IADD, *NEGATION):
         return
     if len(value.users) != 1:
         return
-    for load, addend in ((value.operands[0], value.operands[1]), (value.operands[1], value.operands[0])):
+    pairs = [(value.operands[0], value.operands[1])]
+    if value.op not in NEGATION:
+        pairs.append((value.operands[1], value.operands[0]))
+    for load, addend in pairs:
         if isinstance(load, Instruction) and load.op is Op.LOAD and load.block is store.block \
                 and load.operands[0] is array and _same_indices(load.operands[1:], indices) \
                 and len(load.users) == 1 and addend is not load and _untouched_between(load, store, array):
-            Builder().before(store).atomic_add(addend, array, *indices)
+            builder = Builder(loc=store.loc).before(store)
+            if value.op in NEGATION:
+                addend = builder.emit(NEGATION[value.op], addend)
+            builder.atomic_add(addend, array, *indices)
             store.erase()
             value.erase()
             load.erase()

@@ -44,11 +44,10 @@ from isozyme.enzyme_ad.gradient import (
 )
 from isozyme.enzyme_ad.reverse import gradient_parameters
 from isozyme.optimize.pass_manager import PassOptions
-from isozyme.runtime import compile_log
+from isozyme.runtime import compile_log, race_detector
 from isozyme.runtime.arguments import Parameter, check_arguments
 from isozyme.runtime.device_array import DeviceArray
 from isozyme.runtime.kernel import Kernel, _print_ir_request
-from isozyme.ssa.interpreter import run_function
 from isozyme.ssa.ir import Function, Module
 from isozyme.ssa.printer import print_module
 from isozyme.ssa.types import ArrayType, Type
@@ -146,7 +145,7 @@ def compiled_gradient(kernel: Kernel, activities: tuple[ArgActivity, ...], opt: 
                       backend: str | None) -> CompiledGradient:
     """`diffe_<f>` for these activities, compiled (cached on the kernel)."""
     chosen = derivative_backend(kernel, backend)
-    key = ("grad", activities, check_opt(opt), chosen, kernel.codegen_options())
+    key = ("grad", activities, check_opt(opt), chosen, kernel.codegen_options(), race_detector.checks_races(chosen))
     compile_log.record_derivative(kernel, "reverse", activities, opt, chosen)
     cache = kernel.__dict__.setdefault("_gradients", {})
     if key not in cache:
@@ -159,11 +158,12 @@ def compiled_gradient(kernel: Kernel, activities: tuple[ArgActivity, ...], opt: 
 
 def _compile_interp(kernel: Kernel, activities: tuple[ArgActivity, ...], opt: str,
                     params: list[Parameter]) -> Callable[..., object]:
-    function = differentiate(kernel, activities, opt).function
-    name = function.name
+    gradient = differentiate(kernel, activities, opt)
+    name = gradient.function.name
+    run = race_detector.interpreted(gradient.module, gradient.function)
 
     def entry(*args: object) -> object:
-        return run_function(function, *check_arguments(name, params, args))
+        return run(check_arguments(name, params, args))
     return entry
 
 
@@ -430,10 +430,11 @@ def _compile_derivative(kernel: Kernel, name: str, params: list[Parameter], pipe
     """The entry of the derivative `build` makes, for `backend` (through the llvm caches for "llvm")."""
     if backend == "interp":
         module, function = kernel.lower()
-        derivative = _run_build(kernel, build, module, function, opt).function
+        derivative = _run_build(kernel, build, module, function, opt)
+        run = race_detector.interpreted(derivative.module, derivative.function)
 
         def entry(*args: object) -> object:
-            return run_function(derivative, *check_arguments(name, params, args))
+            return run(check_arguments(name, params, args))
         return entry
     module, function = kernel.lower(verify_ir=False)
 
@@ -477,7 +478,8 @@ def compiled_forward(kernel: Kernel, activities: tuple[ArgActivity, ...], opt: s
         pipeline = f"fwd:{opt}:{','.join(map(str, activities))}"
         entry = _compile_derivative(kernel, name, call_params, pipeline, opt, chosen, _forward_build(activities, opt))
         return CompiledGradient(name, call_params, entry)
-    return _cached_derivative(kernel, ("fwd", activities, opt, chosen, kernel.codegen_options()), make)
+    return _cached_derivative(kernel, ("fwd", activities, opt, chosen, kernel.codegen_options(),
+                                       race_detector.checks_races(chosen)), make)
 
 
 def compiled_hvp(kernel: Kernel, positions: tuple[int, ...], opt: str, backend: str | None) -> CompiledGradient:
@@ -498,7 +500,8 @@ def compiled_hvp(kernel: Kernel, positions: tuple[int, ...], opt: str, backend: 
         pipeline = f"hvp:{opt}:{','.join(map(str, positions))}"
         return CompiledGradient(name, call_params, _compile_derivative(kernel, name, call_params, pipeline, opt,
                                                                        chosen, build))
-    return _cached_derivative(kernel, ("hvp", positions, opt, chosen, kernel.codegen_options()), make)
+    return _cached_derivative(kernel, ("hvp", positions, opt, chosen, kernel.codegen_options(),
+                                       race_detector.checks_races(chosen)), make)
 
 
 def _hvp_gradient_activity(params: list[Parameter], positions: tuple[int, ...]) -> tuple[ArgActivity, ...]:

@@ -35,9 +35,8 @@ from isozyme.frontend.compiler import KernelDefinition, StaticRead, lower_kernel
 from isozyme.frontend.diagnostics import CompileError
 from isozyme.optimize.loop_fusion import fusion_enabled
 from isozyme.optimize.pass_manager import PassOptions, run_passes
-from isozyme.runtime import compile_log
+from isozyme.runtime import compile_log, race_detector
 from isozyme.runtime.arguments import Parameter, check_arguments
-from isozyme.ssa.interpreter import run_function
 from isozyme.ssa.ir import Function, Module
 from isozyme.ssa.printer import print_module
 from isozyme.ssa.verifier import verify
@@ -75,7 +74,8 @@ class Kernel:
         self.definition = KernelDefinition(py_func, {"backend": backend, "boundscheck": boundscheck,
                                                      "inline": inline})
         self.__isozyme_definition__ = self.definition
-        self._compiled: dict[tuple[str, str, bool], CompiledKernel] = {}
+        self._compiled: dict[tuple[str, str, bool, bool], CompiledKernel] = {}
+        """By backend, pipeline, checked mode and race checking (`runtime/race_detector.py`)."""
         self._call: Callable[..., object] = self._first_call
         functools.update_wrapper(self, py_func)
 
@@ -150,7 +150,8 @@ class Kernel:
 
     def compile(self, backend: str | None = None, opt: str = DEFAULT_PIPELINE) -> CompiledKernel:
         """The kernel compiled for `backend` with pipeline `opt` (cached)."""
-        key = (self.backend(backend), opt, self.boundscheck())
+        chosen = self.backend(backend)
+        key = (chosen, opt, self.boundscheck(), race_detector.checks_races(chosen))
         compile_log.record_primal(self, key[0], opt)
         if key not in self._compiled:
             self._compiled[key] = _BACKEND_COMPILERS[key[0]](self, opt)
@@ -161,9 +162,10 @@ def _compile_interp(kernel: Kernel, pipeline: str) -> CompiledKernel:
     module, function = kernel.optimized(pipeline)
     name = kernel.definition.name
     params = [Parameter(arg.name, arg.type) for arg in function.args]  # type: ignore[arg-type]
+    run = race_detector.interpreted(module, function)
 
     def entry(*args: object, **kwargs: object) -> object:
-        return run_function(function, *check_arguments(name, params, args, kwargs))
+        return run(check_arguments(name, params, args, kwargs))
     return CompiledKernel(name, "interp", params, entry)
 
 

@@ -152,6 +152,8 @@ class Interpreter:
     steps: int = 0
     """How many instructions have run so far."""
     _layouts: dict[Block, _Layout] = field(default_factory=dict)
+    handlers: dict[Op, Handler] = field(default_factory=lambda: dict(_HANDLERS))
+    """How each non-terminator op executes (a checking interpreter wraps some: `runtime/race_detector.py`)."""
 
     def call(self, function: Function, args: Sequence[RuntimeValue]) -> RuntimeValue | None:
         """Run `function` on checked runtime values; its return value, None for void functions."""
@@ -160,11 +162,15 @@ class Interpreter:
         env: Env = dict(zip(function.args, args, strict=True))
         block, pred = function.entry, None
         while True:
-            self._enter(block, pred, env)
-            outcome = self._run_body(block, env)
+            outcome = self._step(block, pred, env)
             if isinstance(outcome, _Return):
                 return outcome.value
             block, pred = outcome, block
+
+    def _step(self, block: Block, pred: Block | None, env: Env) -> Block | _Return:
+        """Run `block`, entered from `pred`: its phis, then its body; where control goes next."""
+        self._enter(block, pred, env)
+        return self._run_body(block, env)
 
     def _layout(self, block: Block) -> _Layout:
         layout = self._layouts.get(block)
@@ -198,7 +204,7 @@ class Interpreter:
             transfer = _TRANSFERS.get(inst.op)
             if transfer is not None:
                 return transfer(inst, env)
-            handler = _HANDLERS.get(inst.op)
+            handler = self.handlers.get(inst.op)
             if handler is None:
                 raise InterpreterError(f"cannot execute {inst.op} in the body of block {block.name}")
             result = handler(self, inst, env)
