@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import os
 import tempfile
+from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, Phase, settings
 
 _QUIET = {
@@ -32,3 +34,17 @@ settings.load_profile("ci")
 
 def pytest_configure(config: object) -> None:
     os.environ["ISOZYME_CACHE_DIR"] = tempfile.mkdtemp(prefix="isozyme-test-cache-")
+
+
+OPENCL_MODULES = frozenset({"test_opencl_backend.py", "test_opencl_parallel.py", "test_device_arrays.py",
+                            "test_opencl_conformance.py"})
+"""Test modules about the OpenCL backend: every test in them is marked `opencl`."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark `opencl` every test that runs OpenCL code: the tests of `OPENCL_MODULES`, and every test
+    parametrized with the opencl backend (its id names it: `post-opencl`, `[opencl]`). `python -m pytest -m
+    opencl` with `ISOZYME_OPENCL_DEVICE=<device>` is the GPU conformance run (README)."""
+    for item in items:
+        if Path(str(item.fspath)).name in OPENCL_MODULES or "opencl" in item.name.lower():
+            item.add_marker(pytest.mark.opencl)

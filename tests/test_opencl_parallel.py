@@ -42,6 +42,7 @@ import pytest
 from ad_kernels import CASES, Case
 from ad_oracle import make_problem, reverse_mode
 from hypothesis import HealthCheck, Phase, given, note, settings
+from opencl_conformance import repeats
 
 import isozyme as iz
 from isozyme import Array, f32, f64, i64
@@ -314,19 +315,22 @@ OpenCL program costs PoCL ~0.3 s to build when its kernel cache is cold)."""
 
 @pytest.mark.parametrize(("case", "opt"), CORPUS, ids=[f"{case.name}-{opt}" for case, opt in CORPUS])
 def test_corpus_gradient_matches_llvm(case: Case, opt: str) -> None:
+    """(Called `repeats()` times on a GPU: opencl_conformance.py.)"""
     problem = make_problem(case)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", SerialLoopWarning)
-        on_opencl = reverse_mode(problem, opt, "opencl")
     on_llvm = reverse_mode(problem, opt, "llvm")
-    assert_close_to(on_opencl.gradient, on_llvm.gradient, f"{case.name} gradient")
-    for got, expected in zip(on_opencl.arrays, on_llvm.arrays, strict=True):
-        assert_close_to(got, expected, f"{case.name} arrays after the call")
-    if on_llvm.primal_return is None:
-        assert on_opencl.primal_return is None
-    else:
-        assert_close_to(np.array([on_opencl.primal_return]), np.array([on_llvm.primal_return]),
-                        f"{case.name} return value")
+    for call in range(repeats()):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SerialLoopWarning)
+            on_opencl = reverse_mode(problem, opt, "opencl")
+        what = f"{case.name}, call {call + 1}"
+        assert_close_to(on_opencl.gradient, on_llvm.gradient, f"{what}: gradient")
+        for got, expected in zip(on_opencl.arrays, on_llvm.arrays, strict=True):
+            assert_close_to(got, expected, f"{what}: arrays after the call")
+        if on_llvm.primal_return is None:
+            assert on_opencl.primal_return is None
+        else:
+            assert_close_to(np.array([on_opencl.primal_return]), np.array([on_llvm.primal_return]),
+                            f"{what}: return value")
 
 
 @settings(max_examples=12, **PROFILE)
@@ -337,18 +341,20 @@ def test_random_gradients_match_llvm(kernel_dir: Path, program: gradgen.Program,
     note(gradgen.numbered(program))
     problem = fuzz.make_problem(program, seed, kernel_dir)
     opt = fuzz.forward_opt(seed)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", SerialLoopWarning)
-        on_opencl = fuzz.reverse_mode(problem, opt, "opencl")
     on_llvm = fuzz.reverse_mode(problem, opt, "llvm")
-    assert_close_to(on_opencl.gradient, on_llvm.gradient, f"{opt} gradient")
-    (opencl_return, opencl_args), (llvm_return, llvm_args) = on_opencl.result, on_llvm.result
-    assert (opencl_return is None) == (llvm_return is None)
-    if llvm_return is not None:
-        assert_close_to(np.array([opencl_return]), np.array([llvm_return]), "return value")
-    for got, expected in zip(opencl_args, llvm_args, strict=True):
-        if isinstance(expected, np.ndarray):
-            assert_close_to(got, expected, "arrays after the call")
+    (llvm_return, llvm_args) = on_llvm.result
+    for _ in range(repeats()):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SerialLoopWarning)
+            on_opencl = fuzz.reverse_mode(problem, opt, "opencl")
+        assert_close_to(on_opencl.gradient, on_llvm.gradient, f"{opt} gradient")
+        (opencl_return, opencl_args) = on_opencl.result
+        assert (opencl_return is None) == (llvm_return is None)
+        if llvm_return is not None:
+            assert_close_to(np.array([opencl_return]), np.array([llvm_return]), "return value")
+        for got, expected in zip(opencl_args, llvm_args, strict=True):
+            if isinstance(expected, np.ndarray):
+                assert_close_to(got, expected, "arrays after the call")
 
 
 # --- 2. gradients of prange kernels ------------------------------------------------------------------------
@@ -549,16 +555,17 @@ def prange_gradient(kernel: iz.Kernel, make_call: Any, opt: str, backend: str) -
 def test_prange_gradient_matches_llvm(kernel: iz.Kernel, make_call: Any, opt: str) -> None:
     """The hand-written prange kernels, differentiated: opencl equals llvm (one opt per kernel, alternating;
     test_reverse_prange_loops_run_in_parallel runs "post" on each)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", SerialLoopWarning)  # test_reverse_prange_loops_run_in_parallel
-        (primal, adjoints), arrays = prange_gradient(kernel, make_call, opt, "opencl")
     (llvm_primal, llvm_adjoints), llvm_arrays = prange_gradient(kernel, make_call, opt, "llvm")
-    assert (primal is None) == (llvm_primal is None)
-    if llvm_primal is not None:
-        assert_close_to(np.array([primal]), np.array([llvm_primal]), "return value")
-    assert_close_to(np.array(adjoints), np.array(llvm_adjoints), "Active adjoints")
-    for got, expected in zip(arrays, llvm_arrays, strict=True):
-        assert_close_to(got, expected, "arrays and shadows")
+    for _ in range(repeats()):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SerialLoopWarning)  # test_reverse_prange_loops_run_in_parallel
+            (primal, adjoints), arrays = prange_gradient(kernel, make_call, opt, "opencl")
+        assert (primal is None) == (llvm_primal is None)
+        if llvm_primal is not None:
+            assert_close_to(np.array([primal]), np.array([llvm_primal]), "return value")
+        assert_close_to(np.array(adjoints), np.array(llvm_adjoints), "Active adjoints")
+        for got, expected in zip(arrays, llvm_arrays, strict=True):
+            assert_close_to(got, expected, "arrays and shadows")
 
 
 @pytest.mark.parametrize(("kernel", "make_call"), [

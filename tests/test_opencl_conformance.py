@@ -1,0 +1,199 @@
+"""The GPU conformance tests (issue 22): what a green run on PoCL cannot show, run on the OpenCL device of
+`ISOZYME_OPENCL_DEVICE`. With the rest of `-m opencl` (every differential test of the OpenCL backend, the
+random generators, the AD corpus), this is the GPU conformance run of the README:
+
+    ISOZYME_OPENCL_DEVICE=nvidia python -m pytest -m opencl
+
+On a GPU (`opencl_conformance.py`) the sizes are the real ones and every derivative is called 20 times,
+each call compared with the llvm backend's (a race shows as a result that is wrong on some calls only); in
+CI (PoCL) the same tests run once each at small sizes.
+
+- `prange` kernels with at least 100k work items (many work groups: shared parameters summed by group
+  reductions and atomics, stencils, a scratch array per work item, time stepping), their gradients;
+- the GMM objective with its loop over points a `prange` (benchmarks/opencl_gpu.py, the kernel whose
+  gradient was wrong on an H100) at ADBench's sizes n=1000 d=10 K=25, n=1000 d=64 K=100 and n=100k d=10 K=25,
+  against the llvm gradient of examples/gmm.py's serial kernel;
+- ADBench's GMM, BA (sum of squares) and LSTM gradients (benchmarks/suite) at their sizes;
+- the examples' kernels and gradients (heat, matvec, the MLP, norm).
+
+Every comparison is with the llvm backend on the same inputs, to 1e-10 of the largest magnitude (the order
+of float additions in reductions and atomic adds differs).
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from example_modules import load_example
+from opencl_conformance import real_sizes, repeats
+
+import isozyme as iz
+
+pytest.importorskip("pyopencl", reason="the opencl backend needs pyopencl")
+
+import test_opencl_parallel as parallel  # noqa: E402  (after the skip: it needs pyopencl too)
+
+from isozyme.runtime.opencl_backend import SerialLoopWarning  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+for folder in (ROOT, ROOT / "benchmarks"):
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))
+
+from benchmarks.suite import Benchmark, all_benchmarks, run_gradient  # noqa: E402
+
+RTOL = 1e-10
+WORK_ITEMS = 100_003 if real_sizes() else 4_099
+"""Work items of the prange gradients: 391 work groups of 256 on a GPU (odd: the last group is partial)."""
+
+
+def assert_close(got: Any, expected: Any, what: str) -> None:
+    """Equal to RTOL of the largest magnitude of `expected` (max-norm), nan where nan."""
+    got, expected = np.asarray(got, dtype=np.float64), np.asarray(expected, dtype=np.float64)
+    assert got.shape == expected.shape, what
+    assert np.array_equal(np.isnan(got), np.isnan(expected)), what
+    finite = ~np.isnan(expected)
+    scale = float(np.abs(expected[finite]).max(initial=0.0))
+    error = float(np.abs(got[finite] - expected[finite]).max(initial=0.0))
+    assert error <= RTOL * scale + 1e-300, f"{what}: max difference {error:.3e}, {error / max(scale, 1e-300):.3e} " \
+                                           "relative"
+
+
+def flat(result: tuple[Any, list[np.ndarray]]) -> list[np.ndarray]:
+    (value, adjoints), arrays = result
+    values = [] if value is None else [np.array([value], dtype=np.float64)]
+    return [*values, np.asarray(adjoints, dtype=np.float64), *arrays]
+
+
+def check_repeatedly(name: str, compute: Callable[[str], list[np.ndarray]]) -> None:
+    """`compute(backend)` on llvm once and on opencl `repeats()` times; every opencl call equals llvm."""
+    expected = compute("llvm")
+    for call in range(repeats()):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SerialLoopWarning)
+            got = compute("opencl")
+        for k, (a, b) in enumerate(zip(got, expected, strict=True)):
+            assert_close(a, b, f"{name}, call {call + 1}, result {k}")
+
+
+# --- prange kernels with many work items ----------------------------------------------------------------
+
+
+def _dup(value: np.ndarray, shadow: np.ndarray | None = None) -> iz.Duplicated:
+    return iz.Duplicated(value, np.zeros_like(value) if shadow is None else shadow)
+
+
+def _many(kernel: iz.Kernel) -> Callable[[np.random.Generator], list[Any]]:
+    n = WORK_ITEMS
+
+    def make(r: np.random.Generator) -> list[Any]:
+        out, x = _dup(np.zeros(n), r.normal(size=n)), _dup(r.uniform(0.1, 1.0, n))
+        extra: dict[Any, list[Any]] = {
+            parallel.shared_active: [iz.Active(0.7)],
+            parallel.shared_element: [_dup(np.array([0.7]))],
+            parallel.scratch_per_item: [5],
+            parallel.elementwise: [iz.Active(0.5)],
+            parallel.prange_in_branch: [1],
+        }
+        return [out, x, *extra.get(kernel, [])]
+    return make
+
+
+MANY_WORK_ITEMS = [
+    ("shared_active", parallel.shared_active, _many(parallel.shared_active)),
+    ("shared_element", parallel.shared_element, _many(parallel.shared_element)),
+    ("stencil_sum", parallel.stencil_sum, _many(parallel.stencil_sum)),
+    ("scratch_per_item", parallel.scratch_per_item, _many(parallel.scratch_per_item)),
+    ("elementwise", parallel.elementwise, _many(parallel.elementwise)),
+    ("prange_in_branch", parallel.prange_in_branch, _many(parallel.prange_in_branch)),
+    ("sum_f64", parallel.sum_f64, lambda r: [_dup(r.uniform(0.5, 2.0, WORK_ITEMS))]),
+    ("two_reductions_in_branches", parallel.two_reductions_in_branches,
+     lambda r: [_dup(r.normal(size=WORK_ITEMS))]),
+    ("time_stepping", parallel.time_stepping,
+     lambda r: [_dup(r.uniform(0.0, 1.0, WORK_ITEMS), r.normal(size=WORK_ITEMS)), iz.Active(0.25), 3]),
+]
+
+
+@pytest.mark.parametrize("reduction", ["group", "atomic"])
+@pytest.mark.parametrize(("kernel", "make_call"), [case[1:] for case in MANY_WORK_ITEMS],
+                         ids=[case[0] for case in MANY_WORK_ITEMS])
+def test_prange_gradients_with_many_work_items(kernel: iz.Kernel, make_call: Any, reduction: str,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ISOZYME_OPENCL_REDUCTION", reduction)
+    kernel = parallel.fresh(kernel)  # its own caches: other tests count what their kernels build
+    check_repeatedly(kernel.__name__, lambda backend: flat(parallel.prange_gradient(kernel, make_call, "post",
+                                                                                    backend)))
+
+
+# --- the GMM gradient with a prange over the points -----------------------------------------------------
+
+GMM_SIZES = [(1000, 10, 25), (1000, 64, 100), (100_000, 10, 25)] if real_sizes() else [(60, 3, 4), (33, 5, 7)]
+
+
+@pytest.mark.parametrize(("n", "d", "k"), GMM_SIZES, ids=[f"n{n}_d{d}_K{k}" for n, d, k in GMM_SIZES])
+def test_gmm_prange_gradient_matches_the_serial_kernel(n: int, d: int, k: int) -> None:
+    from opencl_gpu import gmm_prange
+
+    gmm = load_example("gmm")
+    data = gmm.gmm_data(d, k, n, seed=0)
+    args = [data.alphas, data.means, data.icf]
+    log_gamma_d = gmm.log_gamma_distrib(0.5 * (d + data.m + 1), d)
+
+    def gradient(kernel: iz.Kernel, backend: str) -> list[np.ndarray]:
+        shadows = [np.zeros_like(a) for a in args]
+        call = [*(iz.Duplicated(a, s) for a, s in zip(args, shadows, strict=True)), data.x]
+        value, _ = iz.autodiff(kernel, *call, data.gamma, data.m, log_gamma_d, backend=backend)
+        return [np.array([value]), *shadows]
+    expected = gradient(gmm.gmm_objective, "llvm")
+    for call in range(repeats()):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", SerialLoopWarning)  # the loop over points runs in parallel
+            got = gradient(gmm_prange, "opencl")
+        for name, a, b in zip(("value", "d_alphas", "d_means", "d_icf"), got, expected, strict=True):
+            assert_close(a, b, f"GMM n={n} d={d} K={k}, call {call + 1}: {name}")
+
+
+# --- ADBench's GMM, BA and LSTM, the examples ----------------------------------------------------------
+
+SMALL = {"gmm": {"d": 3, "K": 4, "n": 30}, "ba_sumsq": {"n": 3, "m": 12, "p": 40}, "lstm": {"l": 2, "c": 6, "b": 5}}
+"""Sizes on a CPU device; on a GPU the benchmark's own first quick size (ADBench's: GMM d=2 K=5 n=1000, BA
+ba1, LSTM l=2 c=256)."""
+
+ADBENCH = [bench for bench in all_benchmarks() if bench.name in SMALL]
+
+
+def _gradient_arrays(bench: Benchmark, args: tuple, backend: str) -> list[np.ndarray]:
+    fresh = tuple(a.copy() if isinstance(a, np.ndarray) else a for a in args)
+    result = run_gradient(bench, fresh, "post", backend)
+    values = [] if result.value is None else [np.array([result.value], dtype=np.float64)]
+    return [*values, *(result.shadows[i] for i in sorted(result.shadows)),
+            *(np.array([result.active[i]]) for i in sorted(result.active))]
+
+
+@pytest.mark.parametrize("bench", ADBENCH, ids=[bench.name for bench in ADBENCH])
+def test_adbench_gradients(bench: Benchmark) -> None:
+    size = bench.sizes["quick"][-1] if real_sizes() else SMALL[bench.name]
+    args = bench.make_args(**size)
+    check_repeatedly(f"{bench.name} {bench.label(size)}", lambda backend: _gradient_arrays(bench, args, backend))
+
+
+def test_examples_gradients() -> None:
+    heat, matvec, mlp, norm = (load_example(name) for name in ("heat", "matvec", "mlp", "norm"))
+    rng = np.random.default_rng(11)
+    n = 4_001 if real_sizes() else 65
+    u = rng.uniform(size=n)
+    check_repeatedly("heat", lambda backend: flat(parallel.prange_gradient(
+        heat.heat, lambda r: [_dup(u.copy(), np.zeros(n)), iz.Active(0.2), 5], "post", backend)))
+    A, x = rng.normal(size=(n, 31)), rng.normal(size=31)
+    check_repeatedly("matvec", lambda backend: flat(parallel.prange_gradient(
+        matvec.matvec, lambda r: [_dup(np.zeros(n), np.ones(n)), _dup(A.copy()), _dup(x.copy())], "post", backend)))
+    problem = mlp.mlp_data(**({} if real_sizes() else {"d": 7, "hidden": 6, "out": 5, "batch": 4}))
+    check_repeatedly("mlp", lambda backend: [np.asarray(g) for g in mlp.mlp_gradient(backend)(*problem)])
+    check_repeatedly("norm", lambda backend: flat(parallel.prange_gradient(
+        norm.norm, lambda r: [_dup(np.zeros(n), np.ones(n)), _dup(u.copy()), n], "post", backend)))
