@@ -15,6 +15,10 @@ line that starts with `not` expects the command before the first `|` to fail (ex
 (or on IR text) with the CHECK lines of `checks`. `gradcheck(kernel, *args, ...)` compares reverse mode,
 forward mode and central finite differences (its docstring says how); it lives in `isozyme/gradcheck.py`
 and is re-exported here. Both raise AssertionError, so they read as assertions in tests.
+
+`with check_races(): ...` runs the kernels and derivatives compiled for `interp` inside the block through
+the race detector (`runtime/race_detector.py`): each parallel loop as shuffled work items, a `DataRace`
+when two iterations touch one element and one of them writes it.
 """
 
 from __future__ import annotations
@@ -29,8 +33,10 @@ from pathlib import Path
 
 from isozyme.gradcheck import GradcheckError, GradcheckResult, gradcheck
 from isozyme.runtime.kernel import Kernel, show_ir
+from isozyme.runtime.race_detector import DataRace, check_races
 
-__all__ = ["GradcheckError", "GradcheckResult", "assert_ir", "gradcheck", "run_lines", "run_lit_file"]
+__all__ = ["DataRace", "GradcheckError", "GradcheckResult", "assert_ir", "check_races", "gradcheck", "run_lines",
+           "run_lit_file"]
 
 _RUN_LINE = re.compile(r"(?:;|#)\s*RUN:\s*(.*)$")
 _TOOLS = {"isozyme": "-m isozyme", "filecheck": "-m filecheck"}
