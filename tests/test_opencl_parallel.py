@@ -650,6 +650,33 @@ def product(x: Array[f64]) -> f64:
     return s
 
 
+@iz.kernel
+def scaled_scatter(y: Array[f64], x: Array[f64], idx: Array[i64]):
+    for i in iz.prange(len(x)):
+        y[idx[i]] = y[idx[i]] * x[i]  # read-modify-write at an element other iterations may update too
+
+
+@iz.kernel
+def subtract_scatter(y: Array[f64], x: Array[f64], idx: Array[i64]):
+    for i in iz.prange(len(x)):
+        y[idx[i]] -= x[i]  # an accumulation: atomic (repeated indices are fine)
+
+
+def test_a_subtracting_accumulation_is_atomic() -> None:
+    """`y[idx[i]] -= x[i]` with indices repeated: one atomic add of -x[i] per work item, as llvm's sum (the
+    reverse of `x[i] - means[k]` in the GMM gradient was such a subtraction, left a racing load and store)."""
+    rng = _rng()
+    args = (rng.normal(size=50), rng.normal(size=N), rng.integers(0, 50, N))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SerialLoopWarning)
+        source = iz.show_ir(fresh(subtract_scatter), stage="opencl")
+    assert re.search(r"iz_atomic_add_double\(&a\d+\[", source)
+    expected, got = kernelgen.copy_args(args), kernelgen.copy_args(args)
+    subtract_scatter.compile(backend="interp")(*expected)
+    run_opencl(subtract_scatter, got, parallel=True)
+    assert_close_to(got[0], expected[0], "y")  # sums in another order: to 1e-10 of the largest
+
+
 def _positive_then_negative(r: np.random.Generator) -> tuple:
     x = r.uniform(0.5, 1.5, N)
     x[N // 3] = -1.0
@@ -663,6 +690,8 @@ SERIAL_CASES = [
      r"runs serially: %prev\S* is carried from one iteration to the next"),
     ("carried_product", product, lambda r: (r.uniform(0.99, 1.01, N),),
      r"runs serially: %s\S* is carried from one iteration to the next"),
+    ("read_modify_write", scaled_scatter, lambda r: (r.normal(size=50), r.normal(size=N), r.integers(0, 50, N)),
+     r"runs serially: its iterations may read and write the same elements of %y"),
 ]
 
 

@@ -303,8 +303,9 @@ def _check_argument_array(array: Value, loop: Loop) -> None:
     element that one iteration writes and another reads. `prange` promises only that iterations store to
     different elements; the adjoint of a load that every iteration makes is an update of one shadow element
     by every work item, which must not become a plain load and store (a GPU loses updates): serial."""
-    uses = [u for u in array.users if u.block is not None and u.block in loop and u.op in ACCESSES]
-    if _may_race({u.op for u in uses}) and _owner_position(array, loop, None) is None:
+    uses = [u for u in array.users if u.block is not None and u.block in loop]
+    ops = {Op.LOAD if u.op is Op.CALL else u.op for u in uses if u.op in ACCESSES or u.op is Op.CALL}  # a callee
+    if _may_race(ops) and _owner_position(array, loop, None) is None:  # reads (one that writes is refused)
         raise NotParallel(f"its iterations may read and write the same elements of %{array.name or 'array'}")
 
 
