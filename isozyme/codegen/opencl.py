@@ -12,11 +12,12 @@ Representation:
   - scalars: `bool int long float double` in variables; in memory a boolean is a `uchar` (numpy's byte).
   - an array value is a data pointer plus one `long` extent per dimension (`v3`, `v3_d0`, `v3_d1`); row-major.
     A local array of a called function or a parallel loop (constant extents) is a private C array, its
-    pointer `__private`; the entry function's local arrays, and those of run-time extents, are global
-    buffers (`opencl_program.py`, the device heap). A `view` is a pointer into its arena (an alloc like
-    the others) in the arena's address space. Function parameters are `__global` pointers, except in the
-    versions of a function that calls need for private arrays (`address_spaces.py`: one version per
-    address-space signature, since OpenCL C 1.2 has no generic address space).
+    pointer `__private`; the entry function's local arrays are global buffers (`opencl_program.py`), and
+    so are those of run-time extents and growable ones (tapes) in called functions (the device heap). A
+    `view` is a pointer into its arena (an alloc like the others) in the arena's address space. Function
+    parameters are `__global` pointers, except in the versions of a function that calls need for private
+    arrays (`address_spaces.py`: one version per address-space signature, since OpenCL C 1.2 has no
+    generic address space).
   - every function takes the error record `__global long* err` (`1 + PAYLOAD_WORDS` words) last; a failing
     check claims the record with a compare-and-swap (the first failing work item wins), writes the site's
     number and payload, and returns; a caller tests `err[0]` after every call.
@@ -307,8 +308,8 @@ class FunctionRenderer:
 
     def _pre_declare(self, inst: Instruction) -> None:
         if inst.op is Op.ALLOC:
-            constant = all(isinstance(v, Constant) for v in inst.operands)
-            self.spaces[inst] = self.alloc_space(inst) if constant else None  # None: on the device heap
+            fixed = all(isinstance(v, Constant) for v in inst.operands) and "growable" not in inst.flags
+            self.spaces[inst] = self.alloc_space(inst) if fixed else None  # None: on the device heap
         elif inst.op is Op.VIEW:
             self.spaces[inst] = self.spaces[inst.operands[-2]]  # its arena's (declared first: it dominates)
         elif isinstance(inst.type, ArrayType):
@@ -539,11 +540,8 @@ def _uninitialized_fill(r: FunctionRenderer, element: ScalarType) -> str:
 
 def _lower_alloc(r: FunctionRenderer, inst: Instruction) -> None:
     """A private C array sized by the constant extents, filled as the interpreter fills it; with run-time
-    extents, a block of the device heap (`_heap_alloc`)."""
-    if "growable" in inst.flags:
-        raise CodegenError(f"{inst.op}: a growable local array in @{r.function.name}, a function the kernel calls, "
-                           "is not supported by the OpenCL backend")
-    if not all(isinstance(v, Constant) for v in inst.operands):
+    extents, or growable (a tape, `_lower_grow`), a block of the device heap (`_heap_alloc`)."""
+    if "growable" in inst.flags or not all(isinstance(v, Constant) for v in inst.operands):
         return _heap_alloc(r, inst)
     shape = [int(v.value) for v in inst.operands]  # type: ignore[attr-defined]
     name = r.names[inst]
@@ -615,7 +613,27 @@ def _lower_view(r: FunctionRenderer, inst: Instruction) -> None:
 
 
 def _lower_grow(r: FunctionRenderer, inst: Instruction) -> None:
-    raise CodegenError(f"{inst.op}: growable local arrays are not supported by the OpenCL backend yet")
+    """`grow %t, %n` in a called function: when n exceeds the extent, a new block of the device heap of
+    max(n, 2 * extent) elements (the interpreter's) takes the old elements, the rest filled as a fresh
+    array, and replaces the old block, which stays until the run ends (as every heap block). The extent
+    never exceeds the heap's size in words, so doubling it cannot wrap; more elements than that is a
+    MemoryError before their size in words is computed (it could wrap)."""
+    r.lang.uses_heap = True
+    array, count = inst.operands
+    name, wanted = r.name(array), r.name(count)
+    element: ScalarType = array.type.element  # type: ignore[attr-defined]
+    storage = r.lang.storage(element)
+    size = f"(long)sizeof({storage})"
+    r.emit(f"if ({wanted} > {name}_d0) {{")
+    r.emit(f"  long grown = max({wanted}, 2 * {name}_d0), words = err[{HEAP_WORDS}] + 1;")
+    r.emit(f"  if (grown <= err[{HEAP_WORDS}]) words = (grown * {size} + 7) / 8;")
+    r.emit(f"  long at = atom_add((volatile __global long*)(err + ({HEAP_TOP})), words);")
+    r.emit(f"  __global {storage}* fresh = at + words <= err[{HEAP_WORDS}] ? (__global {storage}*)(heap + at) : 0;")
+    r.check("fresh != 0", inst, "out-of-memory", ["grown"], rank=1)
+    fill = "0" if "zeroed" in array.flags else _uninitialized_fill(r, element)  # type: ignore[attr-defined]
+    r.emit(f"  for (long k = 0; k < grown; k++) fresh[k] = k < {name}_d0 ? {name}[k] : ({storage}){fill};")
+    r.emit(f"  {name} = fresh; {name}_d0 = grown;")
+    r.emit("}")
 
 
 def _lower_call(r: FunctionRenderer, inst: Instruction) -> None:
