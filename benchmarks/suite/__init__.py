@@ -30,8 +30,8 @@ The shape, field by field (`Benchmark`):
 - `reference(*args)`: the numpy reference, a `Primal(value, outputs)`: the scalar the kernel returns (None
   if none) and {parameter index: array} for the arrays it writes. It never modifies `args`.
 - `gradient`: None for "one `iz.autodiff` call with the activities and seeds above" (`run_gradient` does it);
-  or a driver `gradient(args, opt) -> Gradient` for benchmarks whose derivative is several sweeps (BA's
-  Jacobian blocks: two reverse sweeps, one per residual component).
+  or a driver `gradient(args, opt, backend=None) -> Gradient` for benchmarks whose derivative is several
+  sweeps (BA's Jacobian blocks: two reverse sweeps, one per residual component).
 - `label(size)`: a short text for tables ("d=10 K=25 n=1000"); `scale(size)`: one number per size for the
   x axis of plots (the problem size in the benchmark's natural unit).
 
@@ -103,7 +103,7 @@ class Benchmark:
     scale: Callable[[Mapping[str, Any]], float]
     seeds: Callable[[tuple], dict[int, np.ndarray]] = no_seeds
     seed_return: float = 1.0
-    gradient: Callable[[tuple, str], Gradient] | None = None
+    gradient: Callable[..., Gradient] | None = None
     description: str = ""
 
 
@@ -155,7 +155,7 @@ def annotate(bench: Benchmark, args: tuple) -> tuple[list[object], dict[int, np.
 def run_gradient(bench: Benchmark, args: tuple, opt: str = "post", backend: str | None = None) -> Gradient:
     """The benchmark's derivative on `args` (module docstring)."""
     if bench.gradient is not None:
-        return bench.gradient(args, opt)
+        return bench.gradient(args, opt, backend)
     annotated, shadows = annotate(bench, args)
     value, adjoints = iz.autodiff(bench.kernel, *annotated, seed=bench.seed_return, opt=opt, backend=backend)
     active_positions = [i for i, kind in enumerate(bench.activity) if kind == "active"]

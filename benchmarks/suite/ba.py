@@ -202,10 +202,11 @@ def sum_of_squares_reference(cams, X, w, obs, feats, reproj_err, w_err) -> Prima
     return Primal(float(np.sum(residuals[5] ** 2) + np.sum(residuals[6] ** 2)), residuals)
 
 
-def ba_jacobian(args: tuple, opt: str = "post") -> Gradient:
-    """ADBench's Jacobian blocks by two reverse sweeps per observation (module docstring). The shadows are
-    keyed by name: "cams" (p, 2, 11), "X" (p, 2, 3) and "w" (p, 2), row r of observation i's block being
-    d reproj_err[i, r] / d(its camera, point, weight), and "w_err" (p,): d w_err[i] / d w[i]."""
+def ba_jacobian(args: tuple, opt: str = "post", backend: str | None = None) -> Gradient:
+    """ADBench's Jacobian blocks by two reverse sweeps per observation (module docstring), on `backend` (None:
+    the default). The shadows are keyed by name: "cams" (p, 2, 11), "X" (p, 2, 3) and "w" (p, 2), row r of
+    observation i's block being d reproj_err[i, r] / d(its camera, point, weight), and "w_err" (p,):
+    d w_err[i] / d w[i]."""
     cams, X, w, obs, feats, reproj_err, w_err = args
     p = len(w)
     cams_obs, X_obs = cams[obs[:, 0]], X[obs[:, 1]]
@@ -215,14 +216,14 @@ def ba_jacobian(args: tuple, opt: str = "post") -> Gradient:
         seed = np.zeros((p, 2))
         seed[:, r] = 1.0
         iz.autodiff(ba_reproj_blocks, iz.Duplicated(cams_obs, d_cams), iz.Duplicated(X_obs, d_X),
-                    iz.Duplicated(w, d_w), feats, iz.Duplicated(reproj_err, seed), opt=opt)
+                    iz.Duplicated(w, d_w), feats, iz.Duplicated(reproj_err, seed), opt=opt, backend=backend)
         blocks["cams"][:, r], blocks["X"][:, r], blocks["w"][:, r] = d_cams, d_X, d_w
     d_w = np.zeros_like(w)
-    iz.autodiff(ba_weight_error, iz.Duplicated(w, d_w), iz.Duplicated(w_err, np.ones(p)), opt=opt)
+    iz.autodiff(ba_weight_error, iz.Duplicated(w, d_w), iz.Duplicated(w_err, np.ones(p)), opt=opt, backend=backend)
     return Gradient(None, {**blocks, "w_err": d_w})
 
 
-def ba_jacobian_per_observation(args: tuple, opt: str = "post") -> Gradient:
+def ba_jacobian_per_observation(args: tuple, opt: str = "post", backend: str | None = None) -> Gradient:
     """The same blocks as `ba_jacobian`, by ADBench's driver itself: two `iz.autodiff` calls of
     `compute_reproj_error` per observation, on one-row views of its camera, point, weight and feature."""
     cams, X, w, obs, feats, reproj_err, w_err = args
@@ -235,10 +236,11 @@ def ba_jacobian_per_observation(args: tuple, opt: str = "post") -> Gradient:
             d_cam, d_X, d_w, seed = np.zeros((1, 11)), np.zeros((1, 3)), np.zeros(1), np.zeros((1, 2))
             seed[0, r] = 1.0
             iz.autodiff(compute_reproj_error, iz.Duplicated(cams[c:c + 1], d_cam), 0, iz.Duplicated(X[pt:pt + 1], d_X),
-                        0, iz.Duplicated(w[i:i + 1], d_w), 0, feats[i:i + 1], iz.Duplicated(err, seed), opt=opt)
+                        0, iz.Duplicated(w[i:i + 1], d_w), 0, feats[i:i + 1], iz.Duplicated(err, seed), opt=opt,
+                        backend=backend)
             blocks["cams"][i, r], blocks["X"][i, r], blocks["w"][i, r] = d_cam[0], d_X[0], d_w[0]
     d_w = np.zeros_like(w)
-    iz.autodiff(ba_weight_error, iz.Duplicated(w, d_w), iz.Duplicated(w_err, np.ones(p)), opt=opt)
+    iz.autodiff(ba_weight_error, iz.Duplicated(w, d_w), iz.Duplicated(w_err, np.ones(p)), opt=opt, backend=backend)
     return Gradient(None, {**blocks, "w_err": d_w})
 
 

@@ -11,10 +11,13 @@ missing entry raises CodegenError naming the op.
 Representation:
   - scalars: `bool int long float double` in variables; in memory a boolean is a `uchar` (numpy's byte).
   - an array value is a data pointer plus one `long` extent per dimension (`v3`, `v3_d0`, `v3_d1`); row-major.
-    Function parameters are `__global` pointers; a local array of a called function or a parallel loop
-    (constant extents) is a private C array; the entry function's local arrays are global buffers
-    (`opencl_program.py`). Passing a private array to a call is not supported (CodegenError). A `view`
-    is a pointer into its arena (an alloc like the others) in the arena's address space.
+    A local array of a called function or a parallel loop (constant extents) is a private C array, its
+    pointer `__private`; the entry function's local arrays are global buffers (`opencl_program.py`), and
+    so are those of run-time extents and growable ones (tapes) in called functions (the device heap). A
+    `view` is a pointer into its arena (an alloc like the others) in the arena's address space. Function
+    parameters are `__global` pointers, except in the versions of a function that calls need for private
+    arrays (`address_spaces.py`: one version per address-space signature, since OpenCL C 1.2 has no
+    generic address space).
   - every function takes the error record `__global long* err` (`1 + PAYLOAD_WORDS` words) last; a failing
     check claims the record with a compare-and-swap (the first failing work item wins), writes the site's
     number and payload, and returns; a caller tests `err[0]` after every call.
@@ -33,6 +36,7 @@ import math
 from collections.abc import Callable
 
 from isozyme.codegen.abi import CodegenOptions
+from isozyme.codegen.address_spaces import FunctionVersions, Spaces, version_name
 from isozyme.codegen.error_sites import PAYLOAD_WORDS, ErrorSite, register_site
 from isozyme.codegen.out_of_ssa import Copy, OutOfSSA, Temporary
 from isozyme.ssa.cfg import reverse_post_order
@@ -60,6 +64,8 @@ class CRenderer:
     storage_types = {"i1": "uchar", "i32": "int", "i64": "long", "f32": "float", "f64": "double"}
     global_space = ""
     """Address-space qualifier of pointers to argument arrays."""
+    private_space = ""
+    """Address-space qualifier of pointers to a function's own C arrays."""
     kernel_qualifier = ""
     function_qualifier = ""
     prelude_lines: tuple[str, ...] = ()
@@ -70,6 +76,8 @@ class CRenderer:
         self.sites: list[ErrorSite] = []
         self.uses_heap = False
         """Does a called function allocate on the device heap?"""
+        self.versions = FunctionVersions()
+        """The versions of called functions that the calls rendered so far need (`address_spaces.py`)."""
 
     def scalar(self, ty: Type) -> str:
         if not isinstance(ty, ScalarType):
@@ -149,6 +157,7 @@ class OpenCLRenderer(CRenderer):
     """OpenCL C: `__kernel`, `__global` pointers, double precision through `cl_khr_fp64`."""
 
     global_space = "__global"
+    private_space = "__private"
     kernel_qualifier = "__kernel"
     prelude_lines = ("#pragma OPENCL EXTENSION cl_khr_fp64 : enable",
                      "#pragma OPENCL EXTENSION cl_khr_int64_base_atomics : enable", "#pragma OPENCL FP_CONTRACT OFF")
@@ -186,16 +195,12 @@ the feature macro), a compare-and-swap loop on the bits otherwise; integers wrap
 # --- one function ---------------------------------------------------------------------------------
 
 
-def c_name(function: Function) -> str:
-    """The C name of a function: `f_` and its name, each character outside [A-Za-z0-9] written `_<hex>_`
-    (`augmented_g.0` is `f_augmented_5f_g_2e_0`: distinct names stay distinct)."""
-    return "f_" + "".join(c if c.isascii() and c.isalnum() else f"_{ord(c):x}_" for c in function.name)
-
-
 class FunctionRenderer:
     """Renders one function: declarations, then one label per reachable block."""
 
-    def __init__(self, language: CRenderer, function: Function, plan: OutOfSSA) -> None:
+    def __init__(self, language: CRenderer, function: Function, plan: OutOfSSA, spaces: Spaces | None = None) -> None:
+        """`spaces`: the address space of each parameter (this version of the function, `address_spaces.py`);
+        by default every array parameter is global."""
         self.lang = language
         self.function = function
         self.plan = plan
@@ -204,9 +209,10 @@ class FunctionRenderer:
         """Address space of each array value's pointer (None: the language's global space)."""
         self.lines: list[str] = []
         self.decls: list[str] = []
+        self.arg_spaces: Spaces = spaces or (None,) * len(function.args)
         for arg in function.args:
             self.names[arg] = f"a{arg.index}"
-            self.spaces[arg] = None
+            self.spaces[arg] = self.arg_spaces[arg.index]
         self.blocks = reverse_post_order(function)
         self.labels = {block: f"L{i}" for i, block in enumerate(self.blocks)}
 
@@ -214,13 +220,14 @@ class FunctionRenderer:
         params = []
         for arg in self.function.args:
             if isinstance(arg.type, ArrayType):
-                params.append(f"{self.lang.pointer(arg.type)} a{arg.index}")
+                params.append(f"{self.lang.pointer(arg.type, self.spaces[arg])} a{arg.index}")
                 params += [f"long a{arg.index}_d{k}" for k in range(arg.type.rank)]
             else:
                 params.append(f"{self.lang.scalar(arg.type)} a{arg.index}")
         params += [f"{self.lang.record_type()} err", f"{self.lang.record_type()} heap"]
         ret = "void" if self.function.return_type.is_void else self.lang.scalar(self.function.return_type)
-        return f"{self.lang.function_qualifier} {ret} {c_name(self.function)}({', '.join(params)})".strip()
+        name = version_name(self.function, self.arg_spaces)
+        return f"{self.lang.function_qualifier} {ret} {name}({', '.join(params)})".strip()
 
     # values
 
@@ -295,13 +302,14 @@ class FunctionRenderer:
                 self.render_instruction(block, inst)
 
     def alloc_space(self, alloc: Instruction) -> str | None:
-        """The address space of a local array: private here (None: the language's global space)."""
-        return ""
+        """The address space of a local array of constant extents: private here (None: the language's global
+        space)."""
+        return self.lang.private_space
 
     def _pre_declare(self, inst: Instruction) -> None:
         if inst.op is Op.ALLOC:
-            constant = all(isinstance(v, Constant) for v in inst.operands)
-            self.spaces[inst] = self.alloc_space(inst) if constant else None  # None: on the device heap
+            fixed = all(isinstance(v, Constant) for v in inst.operands) and "growable" not in inst.flags
+            self.spaces[inst] = self.alloc_space(inst) if fixed else None  # None: on the device heap
         elif inst.op is Op.VIEW:
             self.spaces[inst] = self.spaces[inst.operands[-2]]  # its arena's (declared first: it dominates)
         elif isinstance(inst.type, ArrayType):
@@ -532,11 +540,8 @@ def _uninitialized_fill(r: FunctionRenderer, element: ScalarType) -> str:
 
 def _lower_alloc(r: FunctionRenderer, inst: Instruction) -> None:
     """A private C array sized by the constant extents, filled as the interpreter fills it; with run-time
-    extents, a block of the device heap (`_heap_alloc`)."""
-    if "growable" in inst.flags:
-        raise CodegenError(f"{inst.op}: a growable local array in @{r.function.name}, a function the kernel calls, "
-                           "is not supported by the OpenCL backend")
-    if not all(isinstance(v, Constant) for v in inst.operands):
+    extents, or growable (a tape, `_lower_grow`), a block of the device heap (`_heap_alloc`)."""
+    if "growable" in inst.flags or not all(isinstance(v, Constant) for v in inst.operands):
         return _heap_alloc(r, inst)
     shape = [int(v.value) for v in inst.operands]  # type: ignore[attr-defined]
     name = r.names[inst]
@@ -608,20 +613,40 @@ def _lower_view(r: FunctionRenderer, inst: Instruction) -> None:
 
 
 def _lower_grow(r: FunctionRenderer, inst: Instruction) -> None:
-    raise CodegenError(f"{inst.op}: growable local arrays are not supported by the OpenCL backend yet")
+    """`grow %t, %n` in a called function: when n exceeds the extent, a new block of the device heap of
+    max(n, 2 * extent) elements (the interpreter's) takes the old elements, the rest filled as a fresh
+    array, and replaces the old block, which stays until the run ends (as every heap block). The extent
+    never exceeds the heap's size in words, so doubling it cannot wrap; more elements than that is a
+    MemoryError before their size in words is computed (it could wrap)."""
+    r.lang.uses_heap = True
+    array, count = inst.operands
+    name, wanted = r.name(array), r.name(count)
+    element: ScalarType = array.type.element  # type: ignore[attr-defined]
+    storage = r.lang.storage(element)
+    size = f"(long)sizeof({storage})"
+    r.emit(f"if ({wanted} > {name}_d0) {{")
+    r.emit(f"  long grown = max({wanted}, 2 * {name}_d0), words = err[{HEAP_WORDS}] + 1;")
+    r.emit(f"  if (grown <= err[{HEAP_WORDS}]) words = (grown * {size} + 7) / 8;")
+    r.emit(f"  long at = atom_add((volatile __global long*)(err + ({HEAP_TOP})), words);")
+    r.emit(f"  __global {storage}* fresh = at + words <= err[{HEAP_WORDS}] ? (__global {storage}*)(heap + at) : 0;")
+    r.check("fresh != 0", inst, "out-of-memory", ["grown"], rank=1)
+    fill = "0" if "zeroed" in array.flags else _uninitialized_fill(r, element)  # type: ignore[attr-defined]
+    r.emit(f"  for (long k = 0; k < grown; k++) fresh[k] = k < {name}_d0 ? {name}[k] : ({storage}){fill};")
+    r.emit(f"  {name} = fresh; {name}_d0 = grown;")
+    r.emit("}")
 
 
 def _lower_call(r: FunctionRenderer, inst: Instruction) -> None:
+    """A call of the callee's version for the address spaces of the arrays passed (`address_spaces.py`);
+    an array is its data pointer and extents."""
     args: list[str] = []
     for value in inst.operands:
         if isinstance(value.type, ArrayType):
-            if r.spaces.get(value) is not None:
-                raise CodegenError(f"{inst.op}: passing a local array to @{inst.callee.name} is not supported "
-                                   "by the OpenCL backend yet")
             args += [r.name(value), *r.extents(value)]
         else:
             args.append(r.name(value))
-    call = f"{c_name(inst.callee)}({', '.join([*args, 'err', 'heap'])})"
+    spaces = tuple(r.spaces[v] if isinstance(v.type, ArrayType) else None for v in inst.operands)
+    call = f"{r.lang.versions.request(inst.callee, spaces)}({', '.join([*args, 'err', 'heap'])})"
     r.emit(f"{call};" if inst.type.is_void else f"{r.names[inst]} = {call};")
     r.emit(f"if (err[0] != 0) {r.fail_return()}")
 

@@ -26,7 +26,9 @@ control buffer, saves every variable there too, and returns. The requests:
 A resume restores every variable and jumps to the point it stopped at (`RESTORE`, then a `switch`). A
 failing check anywhere writes the error record (the first work item claims it) and stops; the host
 raises the site's exception. Called functions are plain C functions; local arrays in them and in parallel
-loops are private arrays of constant extents.
+loops are private arrays of constant extents (a parallel loop's larger ones are scratch slices), and a call
+that passes a private array calls the callee's version taking a `__private` pointer there
+(`address_spaces.py`, `render_called_functions`).
 
 The control buffer, in `long` words: the header (`KIND`, `RESUME`, `ARG0..ARG2`, `RETURN`, `TICKETS`, the
 groups of a parallel loop that are done, and `HEAP_TOP`, the device heap's words in use), the error
@@ -233,7 +235,7 @@ class SerialRenderer(FunctionRenderer):
                     self.add_site(alloc)
 
     def alloc_space(self, alloc: Instruction) -> str | None:
-        return "" if alloc.block in self.hidden and alloc not in self.site_of else None
+        return self.lang.private_space if alloc.block in self.hidden and alloc not in self.site_of else None
 
     def lowering(self, op: Op) -> Lowering | None:
         return SERIAL_LOWERINGS.get(op) or super().lowering(op)
@@ -434,7 +436,7 @@ class BodyRenderer(FunctionRenderer):
             self.accumulators += [(a.operands[1].type.element, a) for a in loop.group_adds]  # type: ignore
 
     def alloc_space(self, alloc: Instruction) -> str | None:
-        return "" if alloc.block in self.loop.loop and alloc not in self.loop.scratch else None
+        return self.lang.private_space if alloc.block in self.loop.loop and alloc not in self.loop.scratch else None
 
     def lowering(self, op: Op) -> Lowering | None:
         return BODY_LOWERINGS.get(op) or super().lowering(op)
@@ -639,6 +641,20 @@ BODY_LOWERINGS: dict[Op, Lowering] = {Op.ALLOC: _body_alloc, Op.ATOMIC_ADD: _bod
 # --- the program ---------------------------------------------------------------------------------------
 
 
+def render_called_functions(lang: OpenCLRenderer, plans: dict[Function, OutOfSSA]) -> list[str]:
+    """Every version of a called function that the calls rendered so far need (`address_spaces.py`): their
+    prototypes, then their definitions. Rendering one may request others, until none is pending; a function
+    that no rendered code calls is not emitted."""
+    prototypes: list[str] = []
+    definitions: list[str] = []
+    while versions := lang.versions.drain():
+        for version in versions:
+            renderer = FunctionRenderer(lang, version.function, plans[version.function], version.spaces)
+            prototypes.append(f"{renderer.signature()};")
+            definitions += ["", *renderer.render()]
+    return [*prototypes, *definitions]
+
+
 def emit_opencl(module: Module, entry: Function, options: CodegenOptions, reduction: str = "group") -> OpenCLProgram:
     """The OpenCL program of `module` with `entry` as the kernel (module docstring). `reduction="atomic"`
     replaces work-group reductions by one atomic add per work item (a baseline for benchmarks).
@@ -648,18 +664,16 @@ def emit_opencl(module: Module, entry: Function, options: CodegenOptions, reduct
         if function.return_type.is_array:
             raise CodegenError(f"@{function.name} returns an array, which compiled code cannot do")
     lang = OpenCLRenderer(options)
-    others = [FunctionRenderer(lang, fn, out_of_ssa(fn)) for fn in module if fn is not entry]
+    plans = {fn: out_of_ssa(fn) for fn in module if fn is not entry}
     plan = out_of_ssa(entry)
     loops, serial_reasons = plan_parallel_loops(entry)
     serial = SerialRenderer(lang, entry, plan, loops, sum(len(loop.reductions) for loop in loops))
     serial_lines = serial.render()
     bodies = [BodyRenderer(lang, entry, plan, loop, serial, reduction) for loop in loops]
-    lines = [*lang.prelude_lines, *lang.helpers(), ""]
-    lines += [f"{r.signature()};" for r in others]
-    for r in others:
-        lines += ["", *r.render()]
-    for body in bodies:
-        lines += ["", *body.render(), "", *body.kernel()]
+    body_lines = [["", *body.render(), "", *body.kernel()] for body in bodies]
+    lines = [*lang.prelude_lines, *lang.helpers(), "", *render_called_functions(lang, plans)]
+    for body in body_lines:
+        lines += body
     lines += ["", *serial_lines]
     kernels = [LoopKernel(f"iz_par{b.loop.number}", b.loop.location, len(b.accumulators)) for b in bodies]
     return OpenCLProgram("\n".join(lines) + "\n", "iz_serial", kernels, serial.allocs, serial.layout.next,

@@ -19,7 +19,8 @@ runtime warns once). It runs in parallel when:
   - the extents of the local arrays it allocates are loop-invariant, and it grows none. Each work item gets
     its own copy: a private C array for small constant extents (`PRIVATE_LIMIT` elements at most), else a
     slice of a *scratch* buffer holding one copy per work item;
-  - a call in it writes no array (a callee's writes are not checked for races);
+  - a call in it writes no array but the local arrays allocated in it (each work item's own) that it
+    passes (`_written_parameters`; what a callee reads is not checked for races);
   - a local array allocated outside it and stored to in it (or both read and added to) is an AD tape (flag
     `tape`: distinct iterations write distinct elements by construction), the shadow of a local array of
     the loop (flag `private`: it is zero at the start and end of every run, so each work item gets its own
@@ -268,9 +269,8 @@ def _check_body(loop: Loop) -> dict[Instruction, str]:
             if inst.op is Op.GROW:
                 raise NotParallel("it grows a stack tape (a loop of unknown trip count inside it)")
             if inst.op is Op.CALL:
-                if any(_is_alloc(v) and is_private_array(v) for v in inst.operands):  # type: ignore[arg-type]
-                    raise NotParallel(f"it passes a small local array to @{inst.callee.name}")
-                if _writes_arrays(inst.callee, set()):
+                written = _written_parameters(inst.callee, {})
+                if written is None or not all(_allocated_in(inst.operands[k], loop) for k in written):
                     raise NotParallel(f"@{inst.callee.name}, called in it, writes arrays")
     for array in _arrays_accessed(loop):
         if isinstance(array, Phi):
@@ -334,17 +334,37 @@ def _may_overlap(a: Value, b: Value) -> bool:
     return len(views) == 2 and views[0].operands[-2] is views[1].operands[-2]
 
 
-def _writes_arrays(function: Function, seen: set[Function]) -> bool:
-    if function in seen:
-        return False
-    seen.add(function)
-    for block in function.blocks:
-        for inst in block.instructions:
-            if inst.op in (Op.STORE, Op.ATOMIC_ADD) and not _is_alloc(_array_operand(inst)):
-                return True
-            if inst.op is Op.CALL and _writes_arrays(inst.callee, seen):
-                return True
-    return False
+def _written_parameters(function: Function, memo: dict[Function, set[int] | None]) -> set[int] | None:
+    """The positions of the array parameters that `function` may write: stores and atomic adds, and calls
+    that write what it passes on (its own local arrays are its own). None when it may write another array
+    (through an array phi, which may be any array; or in a recursive call)."""
+    if function in memo:
+        return memo[function]
+    memo[function] = None  # while walking it: a recursive call may write anything
+    written: set[int] = set()
+    for inst in function.instructions():
+        if inst.op in (Op.STORE, Op.ATOMIC_ADD):
+            targets = [_array_operand(inst)]
+        elif inst.op is Op.CALL:
+            inner = _written_parameters(inst.callee, memo)
+            if inner is None:
+                return None
+            targets = [inst.operands[k] for k in inner]
+        else:
+            continue
+        for array in targets:
+            if isinstance(array, Argument):
+                written.add(array.index)
+            elif not _is_alloc(array):
+                return None
+    memo[function] = written
+    return written
+
+
+def _allocated_in(array: Value, loop: Loop) -> bool:
+    """Is `array` a local array allocated in the loop, so that each work item has its own (a private C array
+    or a slice of a scratch buffer)?"""
+    return isinstance(array, Instruction) and array.op is Op.ALLOC and array.block in loop
 
 
 def _array_operand(inst: Instruction) -> Value:
