@@ -202,7 +202,7 @@ def sum_of_squares_reference(cams, X, w, obs, feats, reproj_err, w_err) -> Prima
     return Primal(float(np.sum(residuals[5] ** 2) + np.sum(residuals[6] ** 2)), residuals)
 
 
-def ba_jacobian(args: tuple, opt: str = "post") -> Gradient:
+def ba_jacobian(args: tuple, opt: str = "post", backend: str | None = None) -> Gradient:
     """ADBench's Jacobian blocks by two reverse sweeps per observation (module docstring). The shadows are
     keyed by name: "cams" (p, 2, 11), "X" (p, 2, 3) and "w" (p, 2), row r of observation i's block being
     d reproj_err[i, r] / d(its camera, point, weight), and "w_err" (p,): d w_err[i] / d w[i]."""
@@ -215,10 +215,11 @@ def ba_jacobian(args: tuple, opt: str = "post") -> Gradient:
         seed = np.zeros((p, 2))
         seed[:, r] = 1.0
         iz.autodiff(ba_reproj_blocks, iz.Duplicated(cams_obs, d_cams), iz.Duplicated(X_obs, d_X),
-                    iz.Duplicated(w, d_w), feats, iz.Duplicated(reproj_err, seed), opt=opt)
+                    iz.Duplicated(w, d_w), feats, iz.Duplicated(reproj_err, seed), opt=opt, backend=backend)
         blocks["cams"][:, r], blocks["X"][:, r], blocks["w"][:, r] = d_cams, d_X, d_w
     d_w = np.zeros_like(w)
-    iz.autodiff(ba_weight_error, iz.Duplicated(w, d_w), iz.Duplicated(w_err, np.ones(p)), opt=opt)
+    iz.autodiff(ba_weight_error, iz.Duplicated(w, d_w), iz.Duplicated(w_err, np.ones(p)), opt=opt,
+                backend=backend)
     return Gradient(None, {**blocks, "w_err": d_w})
 
 
