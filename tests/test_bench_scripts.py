@@ -134,3 +134,60 @@ def test_fusion_fails_on_a_wrong_gradient(tmp_path: Path, monkeypatch: pytest.Mo
     assert report["passed"] is False and case["on"]["check"]["passed"] is False
     assert case["off"]["check"]["passed"] is True and case["off"]["check"]["calls"] == 3
     assert case["fusion_check"]["passed"] is True  # the first calls agree: only the third "on" call is wrong
+
+
+# --- tape_bytes.py, optimizer_report.py, llvm_backend.py ---------------------------------------------------
+
+def test_tape_bytes_checks_the_measured_gradient(monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture) -> None:
+    import tape_bytes
+
+    assert tape_bytes.main(["--n", "6", "--steps", "2"]) == 0
+    assert capsys.readouterr().out.count(" ok (") == 4
+    run, perturb = tape_bytes._run, perturb_call(2)
+
+    def wrong(function: Any, args: tuple) -> object:
+        value = run(function, args)
+        if isinstance(args[1], np.ndarray):  # a gradient's run (the primal's second argument is a float)
+            perturb(args[1])  # the first shadow, in the second gradient measured (heat, opt="pre")
+        return value
+    monkeypatch.setattr(tape_bytes, "_run", wrong)
+    assert tape_bytes.main(["--n", "6", "--steps", "2"]) == 1
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith(("heat", "euler"))]
+    assert [MISMATCH in row for row in rows] == [False, True, False, False]
+
+
+def test_optimizer_report_checks_the_timed_modules(monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture) -> None:
+    import optimizer_report
+
+    assert optimizer_report.main(["--repeat", "1"]) == 0
+    run_function = optimizer_report.interpreter.run_function
+    monkeypatch.setattr(optimizer_report.interpreter, "run_function",
+                        lambda *args, **kwargs: run_function(*args, **kwargs) * (1.0 + 1e-6))
+    assert optimizer_report.main(["--repeat", "2"]) == 1
+    out = capsys.readouterr().out
+    assert f"{MISMATCH}: GMM objective after O2" in out and "over 2 call(s)" in out
+
+
+def test_llvm_backend_checks_every_gmm_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Section 4 in process (the others start fresh processes): every call of every variant is checked."""
+    import llvm_backend
+
+    monkeypatch.setattr(llvm_backend, "CHECKS", {})
+    llvm_backend.measure_gmm([(2, 3, 10)], min_time=0.0, min_rounds=3)
+    checks = llvm_backend.CHECKS
+    assert all(check.passed and check.calls >= 4 for check in checks.values()) and "gmm d=2 K=3 n=10 isozyme" in checks
+    assert llvm_backend.exit_status(checks.values(), "llvm_backend.py") == 0
+    gmm = sys.modules["isozyme_example_gmm"]
+    objective, calls = gmm.gmm_objective, [0]
+
+    def wrong_in_the_fourth_call(*args: Any) -> float:
+        calls[0] += 1
+        return objective(*args) * (1.0 + 1e-6 * (calls[0] == 4))
+    monkeypatch.setattr(gmm, "gmm_objective", wrong_in_the_fourth_call)
+    monkeypatch.setattr(llvm_backend, "CHECKS", {})
+    llvm_backend.measure_gmm([(2, 3, 10)], min_time=0.0, min_rounds=3)
+    checks = llvm_backend.CHECKS
+    assert not checks["gmm d=2 K=3 n=10 isozyme"].passed and checks["gmm d=2 K=3 n=10 numpy"].passed
+    assert llvm_backend.exit_status(checks.values(), "llvm_backend.py") == 1
