@@ -19,9 +19,17 @@ direction, the serial kernel's arrays once per call; a model, not a hardware cou
 rounds each time one call of each setting, interleaved (the machine is shared and noisy), medians and
 minima reported. Arguments are numpy arrays, so each call copies them in and out, the same in both
 settings. The memory column is `iz.show_memory`'s plan of the gradient's local arrays and tapes: the bytes
-the plan uses as a fraction of the bytes requested (every buffer apart). The script checks that both
-settings compute the same gradient (1e-12 relative to its largest entry: OpenCL's atomic adds run in any
-order), says when fusion left the program unchanged, prints the table side by side and writes the JSON to
+the plan uses as a fraction of the bytes requested (every buffer apart).
+
+Checks (`isozyme/benchmark_checks.py`): the gradient of every call above (the warm-up, the counted and
+every timed one) is compared, after its timer stopped, with the same gradient on the `llvm` backend
+(computed once per case, untimed) within `GPU_TOLERANCE`, 1e-10 relative in the max-norm (the same math,
+OpenCL's atomic adds in any order); and the two settings' first gradients with each other within
+`FUSION_TOLERANCE`, 1e-12 (fusion reorders no arithmetic). A failed check is marked MISMATCH in the table and
+written to the JSON as "check": {"passed": false, ...} (each setting's, and the case's "fusion_check"),
+with "passed": false at the top; the script exits with status 1 after printing and writing everything.
+
+The script says when fusion left the program unchanged, prints the table side by side and writes the JSON to
 `benchmarks/results/fusion_<device>.json`. With default sizes it takes well under a minute on PoCL with 2
 cores after compiling; `--quick` (small sizes, for the tests) a few seconds.
 """
@@ -36,7 +44,7 @@ import re
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,33 +56,42 @@ sys.path.insert(0, str(ROOT / "tests"))
 from example_modules import load_example  # noqa: E402  (tests/example_modules.py)
 
 import isozyme as iz  # noqa: E402
+from isozyme.benchmark_checks import MISMATCH, Check, exit_status  # noqa: E402
 from isozyme.runtime import opencl_backend  # noqa: E402
 
 SETTINGS = {"off": "0", "on": "1"}
 """`ISOZYME_LOOP_FUSION` for each column."""
 HEAT_STEPS = 50
+GPU_TOLERANCE = 1e-10
+GPU_REASON = "the same math on OpenCL and on the CPU, its sums taken in another order (atomic adds in any order)"
+FUSION_TOLERANCE = 1e-12
+FUSION_REASON = "fusion merges loops and reorders no arithmetic; OpenCL's atomic adds run in any order"
 
 
 class Case:
-    """One gradient to measure: a kernel, its activities for `iz.show_memory`, and a call."""
+    """One gradient to measure: a kernel, its activities for `iz.show_memory`, a call (on OpenCL) and its
+    reference (the same gradient on the `llvm` backend)."""
 
     def __init__(self, name: str, kernel: Any, activity: tuple[str, ...], sizes: dict[str, Any],
-                 call: Callable[[], tuple[np.ndarray, ...]]) -> None:
+                 call: Callable[[], tuple[np.ndarray, ...]], reference: Callable[[], tuple[np.ndarray, ...]]) -> None:
         self.name, self.kernel, self.activity, self.sizes, self.call = name, kernel, activity, sizes, call
+        self.reference = reference
 
 
 def cases(quick: bool, heat_sizes: list[int]) -> list[Case]:
     mlp, heat = load_example("mlp"), load_example("heat")
     problem = mlp.mlp_data(d=32, hidden=32, out=32, batch=16) if quick else mlp.mlp_data(d=255, batch=64)
-    mlp_gradient = mlp.mlp_gradient("opencl")
+    mlp_gradient, mlp_reference = mlp.mlp_gradient("opencl"), mlp.mlp_gradient("llvm")
     made = [Case("mlp", mlp.mlp_loss, ("dup",) * 4 + ("const",) * 2, problem._asdict(),
-                 lambda: tuple(mlp_gradient(*problem)))]
+                 lambda: tuple(mlp_gradient(*problem)), lambda: tuple(mlp_reference(*problem)))]
     heat_gradient = iz.grad(heat.heat, argnums=0, backend="opencl")
+    heat_reference = iz.grad(heat.heat, argnums=0, backend="llvm")
     steps = 10 if quick else HEAT_STEPS
     for n in heat_sizes:
         u = np.sin(np.linspace(0.0, np.pi, n)) + 0.1 * np.random.default_rng(n).standard_normal(n)
         made.append(Case(f"heat {n}", heat.heat, ("dup", "active", "const"), {"u": n, "steps": steps},
-                         lambda u=u, steps=steps: (heat_gradient(u.copy(), 0.4, steps),)))
+                         lambda u=u, steps=steps: (heat_gradient(u.copy(), 0.4, steps),),
+                         lambda u=u, steps=steps: (heat_reference(u.copy(), 0.4, steps),)))
     return made
 
 
@@ -99,29 +116,39 @@ def fusion(setting: str) -> Iterator[None]:
             os.environ["ISOZYME_LOOP_FUSION"] = saved
 
 
-def measure(case: Case, repeats: int) -> dict[str, dict[str, Any]]:
-    """Counts, times and memory plan of `case` for each setting."""
+def measure(case: Case, repeats: int) -> tuple[dict[str, dict[str, Any]], dict[str, Check]]:
+    """Counts, times and memory plan of `case` for each setting, and the checks of its gradients (module
+    docstring): one per setting, and "fusion" (on against off)."""
+    reference = case.reference()
     results: dict[str, dict[str, Any]] = {}
+    checks = {setting: Check(f"{case.name}: gradient with fusion {setting} (opencl) against llvm's",
+                             GPU_TOLERANCE, GPU_REASON) for setting in SETTINGS}
+    first: dict[str, tuple[np.ndarray, ...]] = {}
     for setting in SETTINGS:
         with fusion(setting):
-            gradient = case.call()  # compiles, warms the caches
+            first[setting] = case.call()  # compiles, warms the caches
+            checks[setting].compare(first[setting], reference)
             with opencl_backend.counting() as stats:
-                case.call()
+                counted = case.call()
+            checks[setting].compare(counted, reference)
             memory = peak_fraction(case)
         results[setting] = {"case": case.name, **stats.as_dict(), "loop_kernels": sum(stats.programs.values()),
                             "serial_prange": sum(stats.serial_prange_loops.values()),
                             "memory_used": memory[0] if memory else None,
-                            "memory_requested": memory[1] if memory else None,
-                            "gradient": gradient, "seconds": []}
+                            "memory_requested": memory[1] if memory else None, "seconds": []}
     for _ in range(repeats):
         for setting in SETTINGS:
             with fusion(setting):
                 start = time.perf_counter()
-                case.call()
+                gradient = case.call()
                 results[setting]["seconds"].append(time.perf_counter() - start)
-    for result in results.values():
+            checks[setting].compare(gradient, reference)
+    checks["fusion"] = Check(f"{case.name}: gradient with fusion on against off", FUSION_TOLERANCE, FUSION_REASON)
+    checks["fusion"].compare(first["on"], first["off"])
+    for setting, result in results.items():
         result["median_s"], result["min_s"] = statistics.median(result["seconds"]), min(result["seconds"])
-    return results
+        result["check"] = checks[setting].as_dict()
+    return results, checks
 
 
 def device_tag(name: str) -> str:
@@ -133,47 +160,44 @@ def device_tag(name: str) -> str:
     return "_".join(w for w in words if w not in ("nvidia", "corporation"))[:40] or "device"
 
 
-def gradient_difference(off: dict[str, Any], on: dict[str, Any]) -> float:
-    """The largest difference between the two settings' gradients, relative to the largest entry of each
-    gradient array (must be within 1e-12)."""
-    worst = 0.0
-    for a, b in zip(off["gradient"], on["gradient"], strict=True):
-        scale = max(float(np.max(np.abs(a))), 1e-300)
-        worst = max(worst, float(np.max(np.abs(a - b))) / scale)
-    return worst
+def mark(checks: dict[str, Check]) -> str:
+    """"ok", or MISMATCH and the checks that failed."""
+    failed = [name for name, check in checks.items() if not check.passed]
+    return f"{MISMATCH} {','.join(failed)}" if failed else "ok"
 
 
-def table(rows: list[tuple[dict[str, Any], dict[str, Any]]]) -> str:
+def table(rows: list[tuple[dict[str, Any], dict[str, Any]]], checks: Sequence[dict[str, Check]]) -> str:
     head = (f"{'case':<11} {'loop kernels':>12} {'serial prange':>13} {'launches':>12} {'serial runs':>12} "
-            f"{'modelled MB':>15} {'ms per call':>15} {'speedup':>7} {'memory used/req':>16}")
+            f"{'modelled MB':>15} {'ms per call':>15} {'speedup':>7} {'memory used/req':>16}  check")
     lines = [head, f"{'':<11} {'off -> on':>12} {'off -> on':>13} {'off -> on':>12} {'off -> on':>12} "
              f"{'off -> on':>15} {'off -> on':>15} {'':>7} {'off -> on':>16}", "-" * len(head)]
-    for off, on in rows:
+    for (off, on), case_checks in zip(rows, checks, strict=True):
         def pair(key: str, scale: float = 1.0, digits: int = 0, off: dict = off, on: dict = on) -> str:
             return f"{off[key] * scale:.{digits}f} -> {on[key] * scale:.{digits}f}"
         memory = " -> ".join(f"{r['memory_used'] / r['memory_requested']:.3f}" if r["memory_requested"] else "-"
                              for r in (off, on))
         lines.append(f"{off['case']:<11} {pair('loop_kernels'):>12} {pair('serial_prange'):>13} "
                      f"{pair('loop_launches'):>12} {pair('serial_launches'):>12} {pair('modelled_bytes', 1e-6, 2):>15} "
-                     f"{pair('median_s', 1e3, 2):>15} {off['median_s'] / on['median_s']:>6.2f}x {memory:>16}")
+                     f"{pair('median_s', 1e3, 2):>15} {off['median_s'] / on['median_s']:>6.2f}x {memory:>16}  "
+                     f"{mark(case_checks)}")
     return "\n".join(lines)
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes (the tests' smoke run)")
     parser.add_argument("--repeats", type=int, default=None, help="timed rounds per case (default 25, quick 2)")
     parser.add_argument("--heat", default=None, help="heat sizes n, comma-separated (default 1000,2048,4096)")
     parser.add_argument("--json", default=None, help="where to write the results "
                         "(default benchmarks/results/fusion_<device>.json)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     repeats = args.repeats if args.repeats is not None else (2 if args.quick else 25)
     heat_sizes = [int(n) for n in (args.heat or ("200" if args.quick else "1000,2048,4096")).split(",")]
-    measured = [measure(case, repeats) for case in cases(args.quick, heat_sizes)]
+    measured, checks = zip(*(measure(case, repeats) for case in cases(args.quick, heat_sizes)), strict=True)
     name = opencl_backend.device().name
     print(f"loop fusion off -> on, OpenCL gradients on {name}")
-    print(table([(m["off"], m["on"]) for m in measured]))
-    differences = {m["off"]["case"]: gradient_difference(m["off"], m["on"]) for m in measured}
+    print(table([(m["off"], m["on"]) for m in measured], checks))
+    differences = {m["off"]["case"]: c["fusion"].error for m, c in zip(measured, checks, strict=True)}
     print("largest difference of the gradients, off against on (relative to the largest entry): "
           + ", ".join(f"{case} {d:.1e}" for case, d in differences.items()))
     unchanged = [m["off"]["case"] for m in measured if m["off"]["programs"] == m["on"]["programs"]]
@@ -182,18 +206,17 @@ def main() -> None:
     serialized = [m["on"]["case"] for m in measured if m["on"]["serial_prange"] > m["off"]["serial_prange"]]
     if serialized:
         print(f"with fusion, more prange loops run serially (SerialLoopWarning) in: {', '.join(serialized)}")
-    for m in measured:
-        for result in m.values():
-            del result["gradient"]
     output = Path(args.json) if args.json else ROOT / "benchmarks" / "results" / f"fusion_{device_tag(name)}.json"
     output.parent.mkdir(parents=True, exist_ok=True)
+    every_check = [check for case_checks in checks for check in case_checks.values()]
     summary = {"device": name, "quick": args.quick, "repeats": repeats, "heat_steps": 10 if args.quick else HEAT_STEPS,
-               "gradient_differences": differences, "unchanged": unchanged,
-               "more_serial_prange_loops": serialized, "cases": measured}
+               "passed": all(check.passed for check in every_check), "gradient_differences": differences,
+               "unchanged": unchanged, "more_serial_prange_loops": serialized,
+               "cases": [{**m, "fusion_check": c["fusion"].as_dict()} for m, c in zip(measured, checks, strict=True)]}
     output.write_text(json.dumps(summary, indent=1) + "\n")
     print(f"wrote {output}")
-    if max(differences.values()) > 1e-12:
-        raise SystemExit("fusion changed a gradient by more than 1e-12 (relative)")
+    return exit_status(every_check, "fusion.py")
+
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -16,9 +16,19 @@
    numba's `@njit` and a plain Python function: timeit, `--number` calls per sample, `--repeat` samples,
    variants interleaved; microseconds per call (target: at most 5 us).
 4. GMM objective (examples/gmm.py, `gmm_data` inputs) against `numba_peers.gmm_objective` (the same loops)
-   and the example's `gmm_objective_numpy`, after checking that the three agree to 1e-10 relative: warm-up,
-   then rounds of one call of each variant in turn until every variant has run for `--min-time` seconds
-   (and at least 5 rounds); median and min (target: isozyme within 1.5x of numba).
+   and the example's `gmm_objective_numpy`: warm-up, then rounds of one call of each variant in turn until
+   every variant has run for `--min-time` seconds (and at least 5 rounds); median and min (target: isozyme
+   within 1.5x of numba).
+
+Checks (`isozyme/benchmark_checks.py`; `CHECKS`): what the timed calls computed is compared with a
+reference outside the timers: the first and second call of every child (norm's output, GMM's objective,
+on the same inputs for both tools) with numpy's; a call of each trivial kernel before and after its samples
+with the value it must return (exactly); every GMM call of every variant, the warm-up included, with
+`gmm_objective_numpy` computed once beforehand. Tolerance `RTOL`, 1e-10 relative in the max-norm (the same
+math, rounded in another order: numpy's pairwise sums and einsum against the loops). A failed check is
+marked MISMATCH in its table and in the "targets" table, written to the JSON ("checks", each
+{"passed": false, ...}, and "passed": false), and the script exits with status 1 after printing and writing
+everything. (A cold or warm child whose disk cache events are not the expected ones stops the script.)
 
 The children run with bytecode cached in a temporary `PYTHONPYCACHEPREFIX`, filled by one untimed child per
 tool and kernel, so imports cost what they cost in an ordinary install, even where the environment sets
@@ -80,19 +90,29 @@ def _load_example(name: str):
     return module
 
 
-def _child_inputs(kernel: str, gmm_module=None) -> tuple:
+def _child_inputs(kernel: str) -> tuple:
+    """The arguments of a child's calls, the same for both tools, made with numpy alone (numba's child never
+    imports isozyme): norm's (out, x, n); GMM's `gmm_data(d, K, n)` of examples/gmm.py (the same draws from
+    the same seeded generator, gamma = 1, m = 0) and its `log_gamma_distrib` constant."""
+    import math
+
     import numpy as np
     if kernel == "norm":
         x = np.random.default_rng(0).random(1000)
         return (np.empty_like(x), x, 1000)
     d, K, n = CHILD_GMM_SIZE
-    if gmm_module is not None:
-        data = gmm_module.gmm_data(d, K, n)
-        return (data.alphas, data.means, data.icf, data.x, data.gamma, data.m,
-                gmm_module.log_gamma_distrib(0.5 * (d + data.m + 1), d))
-    rng = np.random.default_rng(0)  # numba's child: the same types and shapes, without importing isozyme
-    return (rng.standard_normal(K), rng.uniform(0.0, 1.0, (K, d)), rng.standard_normal((K, d + d * (d - 1) // 2)),
-            rng.standard_normal((n, d)), 1.0, 0, 1.0)
+    rng = np.random.default_rng(0)
+    alphas, means = rng.standard_normal(K), rng.uniform(0.0, 1.0, (K, d))
+    icf, x = rng.standard_normal((K, d + d * (d - 1) // 2)), rng.standard_normal((n, d))
+    gamma, m = 1.0, 0
+    a = 0.5 * (d + m + 1)
+    log_gamma_d = 0.25 * d * (d - 1) * math.log(math.pi) + sum(math.lgamma(a + 0.5 * (1 - j)) for j in range(1, d + 1))
+    return (alphas, means, icf, x, gamma, m, log_gamma_d)
+
+
+def _child_result(kernel: str, args: tuple, returned: object) -> list[float]:
+    """What a child's call computed: norm's output array, GMM's objective."""
+    return args[0].tolist() if kernel == "norm" else [float(returned)]
 
 
 def _instrument(totals: dict[str, float]) -> None:
@@ -134,12 +154,11 @@ def child(tool: str, kernel: str, phases: bool, cold: bool) -> dict:
     if tool == "isozyme":
         module = _load_example(kernel)
         function = module.norm if kernel == "norm" else module.gmm_objective
-        args = _child_inputs(kernel, module)
     else:
         sys.path.insert(0, HERE)
         import numba_peers
         function = getattr(numba_peers, "norm" if kernel == "norm" else "gmm_objective")
-        args = _child_inputs(kernel)
+    args = _child_inputs(kernel)
     if phases:
         totals: dict[str, float] = {}
         start = time.perf_counter()
@@ -153,12 +172,15 @@ def child(tool: str, kernel: str, phases: bool, cold: bool) -> dict:
             llvm_jit.host()
             totals[LLVM_PHASE] = time.perf_counter() - start
         _instrument(totals)
-    start = time.perf_counter()
-    function(*args)
-    result["first_call_s"] = time.perf_counter() - start
-    start = time.perf_counter()
-    function(*args)
-    result["second_call_s"] = time.perf_counter() - start
+    results = []
+    for call in ("first_call_s", "second_call_s"):
+        if kernel == "norm":
+            args[0].fill(float("nan"))  # so that a call that writes nothing fails its check
+        start = time.perf_counter()
+        returned = function(*args)
+        result[call] = time.perf_counter() - start
+        results.append(_child_result(kernel, args, returned))
+    result["results"] = results
     if phases:
         result["phases_s"] = totals
     if tool == "isozyme":
@@ -186,6 +208,7 @@ import statistics  # noqa: E402
 import subprocess  # noqa: E402
 import tempfile  # noqa: E402
 import timeit  # noqa: E402
+from collections.abc import Iterable  # noqa: E402
 
 import llvmlite  # noqa: E402
 import llvmlite.binding as llvm  # noqa: E402
@@ -193,6 +216,7 @@ import numpy as np  # noqa: E402
 
 import isozyme as iz  # noqa: E402
 from isozyme import Array, f64  # noqa: E402
+from isozyme.benchmark_checks import MISMATCH, Check, exit_status  # noqa: E402
 
 try:
     import numba
@@ -209,6 +233,23 @@ WARM_TARGET_S = 20e-3
 CALL_TARGET_S = 5e-6
 GMM_TARGET_RATIO = 1.5
 RTOL = 1e-10
+RTOL_REASON = "the same math in f64, rounded in another order (numpy's pairwise sums and einsum against loops)"
+CHECKS: dict[str, Check] = {}
+"""Every check of this run by name (module docstring), filled as the sections run."""
+
+
+def check(name: str, what: str, tolerance: float = RTOL, reason: str = RTOL_REASON) -> Check:
+    """The check `name` of `CHECKS`, made at its first use."""
+    return CHECKS.setdefault(name, Check(what, tolerance, reason))
+
+
+def child_reference(kernel: str) -> list[float]:
+    """What a child's call must compute (`_child_result`), by numpy on the same inputs."""
+    args = _child_inputs(kernel)
+    if kernel == "norm":
+        return (args[1] / np.sqrt(np.sum(args[1] * args[1]))).tolist()
+    gmm = sys.modules.get("isozyme_example_gmm") or _load_example("gmm")
+    return [gmm.gmm_objective_numpy(gmm.GMMInput(*args[:6]))]
 
 
 @iz.kernel
@@ -253,6 +294,11 @@ def section(title: str) -> None:
     print(f"\n== {title} ==")
 
 
+def mark(checks: Iterable[Check]) -> str:
+    """"ok", or MISMATCH (the failed checks are listed at the end)."""
+    return "ok" if all(c.passed for c in checks) else MISMATCH
+
+
 # --- host --------------------------------------------------------------------------------------------------
 
 def host_info() -> dict:
@@ -295,7 +341,11 @@ def run_child(tool: str, kernel: str, cache_dir: str, phases: bool = False, cold
     done = subprocess.run(command, env=env, capture_output=True, text=True, cwd=ROOT)
     if done.returncode != 0:
         raise SystemExit(f"child {' '.join(command[2:])} failed ({done.returncode}):\n{done.stderr}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    checked = check(f"{kernel} {tool} child", f"{kernel}: the {tool} child's first and second calls against numpy")
+    for returned in result.pop("results"):
+        checked.compare(returned, child_reference(kernel))
+    return result
 
 
 def check_cache_stats(kernel: str, mode: str, stats: dict) -> None:
@@ -352,9 +402,10 @@ def measure_compile(runs: int) -> dict:
                          us(stat("isozyme", "second_call_s")),
                          ms(nb_first) + (f" ({ms(stat('numba', 'first_call_s', min))})" if nb_first else ""),
                          ratio(iz_first, nb_first), f"{loaded}/{len(per['isozyme'][mode])}",
-                         " ".join(f"{k}={v}" for k, v in sorted(stats.items()))])
+                         " ".join(f"{k}={v}" for k, v in sorted(stats.items())),
+                         mark(CHECKS[f"{kernel} {tool} child"] for tool in per)])
     print(table(["kernel", "isozyme 1st call", "2nd call", "numba 1st call", "iz/numba", "llvmlite loaded",
-                 "isozyme cache stats"], rows))
+                 "isozyme cache stats", "check"], rows))
     iz_import = statistics.median(r["import_s"] for p in results.values() for m in ("cold", "warm")
                                   for r in p["isozyme"][m])
     nb_import = statistics.median(r["import_s"] for p in results.values() for m in ("cold", "warm")
@@ -411,18 +462,24 @@ def measure_overhead(number: int, repeat: int) -> dict:
     results: dict = {}
     rows = []
     for label, entries in variants.items():
-        timers = {}
+        timers, checked = {}, {}
+        expected = 1.0 if label.startswith("ident") else x[0]
         for tool, function, argument in entries:
             if function is None:
                 continue
-            assert function(argument) == argument if label.startswith("ident") else function(argument) == x[0]
+            checked[tool] = (check(f"{label} {tool}", f"{label} on {tool}: a call before and after the samples",
+                                   0.0, "it returns its argument, or an element of it"), function, argument)
             timers[tool] = timeit.Timer("f(a)", globals={"f": function, "a": argument})
+        for tool_check, function, argument in checked.values():
+            tool_check.compare(function(argument), expected)
         samples: dict[str, list[float]] = {tool: [] for tool in timers}
         for timer in timers.values():
             timer.timeit(number // 10)  # warm-up
         for _ in range(repeat):
             for tool, timer in timers.items():
                 samples[tool].append(timer.timeit(number) / number)
+        for tool_check, function, argument in checked.values():
+            tool_check.compare(function(argument), expected)
         stats = {tool: {"min_s": min(s), "median_s": statistics.median(s), "samples_s": s}
                  for tool, s in samples.items()}
         results[label] = stats
@@ -432,9 +489,10 @@ def measure_overhead(number: int, repeat: int) -> dict:
         rows.append([label, us(get("isozyme", "median_s")), us(get("isozyme", "min_s")),
                      us(get("numba", "median_s")), us(get("numba", "min_s")),
                      ratio(get("isozyme", "median_s"), get("numba", "median_s")),
-                     us(get("python", "median_s")) if "python" in stats else "-"])
+                     us(get("python", "median_s")) if "python" in stats else "-",
+                     mark(c for c, _, _ in checked.values())])
     print(table(["call", "isozyme median", "isozyme min", "numba median", "numba min", "iz/numba (median)",
-                 "plain Python def"], rows))
+                 "plain Python def", "check"], rows))
     return results
 
 
@@ -454,10 +512,12 @@ def measure_gmm(sizes: list[tuple[int, int, int]], min_time: float, min_rounds: 
                     "numpy": lambda data=data: gmm.gmm_objective_numpy(data)}
         if numba_peers:
             variants["numba"] = lambda args=args: numba_peers.gmm_objective(*args)
+        reference = gmm.gmm_objective_numpy(data)
+        checks = {tool: check(f"gmm d={d} K={K} n={n} {tool}", f"GMM d={d} K={K} n={n}: every call of {tool} "
+                              "against gmm_objective_numpy") for tool in variants}
         values = {tool: fn() for tool, fn in variants.items()}  # also the warm-up (numba compiles here)
         for tool, value in values.items():
-            if abs(value - values["isozyme"]) > RTOL * abs(values["isozyme"]):
-                raise SystemExit(f"GMM d={d} K={K} n={n}: {tool} gives {value!r}, isozyme {values['isozyme']!r}")
+            checks[tool].compare(value, reference)
         for fn in variants.values():
             fn()
         samples: dict[str, list[float]] = {tool: [] for tool in variants}
@@ -466,8 +526,9 @@ def measure_gmm(sizes: list[tuple[int, int, int]], min_time: float, min_rounds: 
             while len(samples["isozyme"]) < min_rounds or min(sum(s) for s in samples.values()) < min_time:
                 for tool, fn in variants.items():
                     start = time.perf_counter()
-                    fn()
+                    value = fn()
                     samples[tool].append(time.perf_counter() - start)
+                    checks[tool].compare(value, reference)
         finally:
             gc.enable()
         stats = {tool: {"median_s": statistics.median(s), "min_s": min(s), "rounds": len(s), "value": values[tool]}
@@ -481,11 +542,11 @@ def measure_gmm(sizes: list[tuple[int, int, int]], min_time: float, min_rounds: 
             return ratio(stats["isozyme"][key], stats[tool][key]) if tool in stats else "-"
         rows.append([f"d={d} K={K} n={n}", cell("isozyme"), cell("numba"), cell("numpy"),
                      f"{rat('numba', 'median_s')} ({rat('numba', 'min_s')})",
-                     f"{rat('numpy', 'median_s')} ({rat('numpy', 'min_s')})", str(len(samples["isozyme"]))])
-        spread = max(values.values()) - min(values.values())
-        print(f"d={d} K={K} n={n}: objective {values['isozyme']:.10g}, the variants agree to "
-              f"{spread / abs(values['isozyme']):.1e} relative")
-    print(table(["size", "isozyme", "numba", "numpy", "iz/numba", "iz/numpy", "rounds"], rows))
+                     f"{rat('numpy', 'median_s')} ({rat('numpy', 'min_s')})", str(len(samples["isozyme"])),
+                     mark(checks.values())])
+        print(f"d={d} K={K} n={n}: objective {reference:.10g} (numpy); every call of every variant within "
+              f"{max(c.error for c in checks.values()):.1e} of it, relative")
+    print(table(["size", "isozyme", "numba", "numpy", "iz/numba", "iz/numpy", "rounds", "check"], rows))
     return results
 
 
@@ -514,8 +575,11 @@ def targets(compile_results: dict, overhead: dict, gmm_results: dict) -> list[di
             checks.append({"target": f"GMM {size} isozyme/numba <= {GMM_TARGET_RATIO}", "value": "skipped",
                            "met": None})
     section("targets")
-    print(table(["target", "measured", "met"],
-                [[c["target"], c["value"], {True: "yes", False: "NO", None: "-"}[c["met"]]] for c in checks]))
+    failed = [c for c in CHECKS.values() if not c.passed]
+    rows = [[c["target"], c["value"], {True: "yes", False: "NO", None: "-"}[c["met"]]] for c in checks]
+    rows.append([f"every result within its tolerance ({len(CHECKS)} checks)",
+                 f"{len(failed)} failed" if failed else "all passed", "yes" if not failed else MISMATCH])
+    print(table(["target", "measured", "met"], rows))
     return checks
 
 
@@ -527,7 +591,7 @@ def parse_sizes(text: str) -> list[tuple[int, int, int]]:
     return sizes
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5, help="fresh-process runs per kernel and tool (default 5)")
     parser.add_argument("--number", type=int, default=100_000, help="calls per overhead sample (default 100000)")
@@ -536,13 +600,14 @@ def main() -> None:
                         help="GMM sizes dxKxn, comma-separated (default 10x25x1000,64x50x1000)")
     parser.add_argument("--min-time", type=float, default=0.2, help="seconds per GMM variant (default 0.2)")
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     global PYCACHE_PREFIX
     PYCACHE_PREFIX = tempfile.mkdtemp(prefix="llvm_backend_pycache_")
     try:
         run(args)
     finally:
         shutil.rmtree(PYCACHE_PREFIX, ignore_errors=True)
+    return exit_status(CHECKS.values(), "llvm_backend.py")
 
 
 def run(args: argparse.Namespace) -> None:
@@ -553,6 +618,8 @@ def run(args: argparse.Namespace) -> None:
     results["overhead"] = measure_overhead(args.number, args.repeat)
     results["gmm"] = measure_gmm(args.sizes, args.min_time, min_rounds=5)
     results["targets"] = targets(results["compile"], results["overhead"], results["gmm"])
+    results["passed"] = all(c.passed for c in CHECKS.values())
+    results["checks"] = {name: c.as_dict() for name, c in CHECKS.items()}
     results["wall_s"] = time.perf_counter() - started
     print(f"\nwall time {results['wall_s']:.1f} s")
     if args.json:
@@ -562,4 +629,4 @@ def run(args: argparse.Namespace) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -2,22 +2,36 @@
 work-group reductions against one atomic per work item, and the GMM gradient on the GPU against the CPU.
 
     ISOZYME_OPENCL_DEVICE=nvidia python benchmarks/opencl_gpu.py [--n 67108864] [--shared 16777216]
-        [--naive 1048576] [--gmm 1000x10x25,...] [--json FILE]
+        [--naive 1048576] [--gmm 1000x10x25,...] [--repeats 5] [--repeat-checks 20] [--json FILE]
 
 Every figure is measured in this one run, side by side (machines are shared and noisy):
 
 1. `elementwise`: y[i] = a*x[i]*x[i] + z[i] over n f64 elements, with device arrays (`iz.to_device`), so no
    host copies. Bytes are those the loops must move: the primal reads x and z and writes y (24 per element);
    the gradient (y, x, z Duplicated, a Active) runs the primal again, then reads x and d_y, zeroes d_y and
-   adds into d_x and d_z (80 per element in all). d_y is set again before each call, untimed. The reference
-   is a device-to-device copy of the same arrays (`enqueue_copy`, 16 bytes per element) and isozyme's own copy kernel.
+   adds into d_x and d_z (80 per element in all). d_y is set again before each call, d_x and d_z zeroed,
+   untimed. The reference is a device-to-device copy of the same arrays (`enqueue_copy`, 16 bytes per
+   element) and isozyme's own copy kernel.
 2. `shared`: y[i] = p[0]*x[i]; the gradient adds x[i]*d_y[i] of every work item into d_p[0]. With work-group
-   reductions (the default) and with ISOZYME_OPENCL_REDUCTION=atomic (one compare-and-swap add per work item),
-   both checked against numpy.
+   reductions (the default) and with ISOZYME_OPENCL_REDUCTION=atomic (one compare-and-swap add per work item).
 3. GMM (ADBench's objective): the gradient of `examples/gmm.py`'s kernel on the CPU (`llvm`), and of the same
-   objective written with `prange` over the points on the GPU (OpenCL) and on the CPU; all three agree.
+   objective written with `prange` over the points on the GPU (OpenCL) and on the CPU.
 
-Times are medians of repeats (after a warm-up call that compiles).
+Times are medians of `--repeats` calls after a warm-up call that compiles (the GMM gradient on the CPU:
+half as many; on the GPU: `--repeat-checks`); the atomic baseline's calls are all timed, after a call on
+4 elements compiled it.
+
+Checks (`isozyme/benchmark_checks.py`): every call above, the warm-up included, is compared with its
+reference after its timer stopped, on what that call produced (the arrays it wrote are cleared before it,
+untimed, so a call that does nothing fails): the copies with x, exactly; the elementwise primal with
+numpy's a*x*x + z and its gradient (y, d_x, d_z, the consumed d_y, d_a) with numpy's; the shared
+parameter's gradient (y, d_x, d_y, d_p) with numpy's; every GMM gradient (value and the three shadows) with
+the first gradient of the example's serial kernel on the CPU. The GPU's GMM gradient is called
+`--repeat-checks` times (default 20) after its warm-up, every result checked: a race shows in some calls
+only. The tolerance is `GPU_TOLERANCE`, 1e-10 relative in the max-norm (the same f64 math, its sums taken
+in another order). A failed check is marked MISMATCH in its printed line and written to the JSON as
+"check": {"passed": false, ...} (a row of several variants: {"passed": false, "checks": {...}}), with
+"passed": false at the top; the script exits with status 1 after printing and writing everything.
 """
 
 from __future__ import annotations
@@ -28,8 +42,9 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -39,7 +54,13 @@ from gmm import HALF_LOG_2PI, log_wishart_prior, logsumexp, qtimesx, sqnorm  # n
 
 import isozyme as iz  # noqa: E402
 from isozyme import Active, Array, Const, Duplicated, f64, i64  # noqa: E402
+from isozyme.benchmark_checks import MISMATCH, Check, checks_json, exit_status  # noqa: E402
 from isozyme.runtime.opencl_backend import device  # noqa: E402
+
+GPU_TOLERANCE = 1e-10
+GPU_REASON = ("the same f64 math, its sums taken in another order (contracted multiply-adds, work-group sums, "
+              "atomic adds in any order)")
+COPY_REASON = "a copy moves the bits"
 
 
 def elementwise(y: Array[f64], x: Array[f64], z: Array[f64], a: f64):
@@ -86,58 +107,82 @@ def gmm_prange(alphas: Array[f64], means: Array[f64, 2], icf: Array[f64, 2], x: 
     return -n * d * HALF_LOG_2PI + slse - n * logsumexp(alphas) + prior
 
 
-def timed(call: Callable[[], object], repeats: int, setup: Callable[[], object] | None = None) -> tuple[float, object]:
-    """The median time of `call` (after a warm-up call that compiles), `setup` run untimed before each."""
-    if setup:
-        setup()
-    result = call()
+def timed(call: Callable[[], object], repeats: int, setup: Callable[[], object] | None = None,
+          check: Callable[[object], object] | None = None, warm_up: bool = True) -> float:
+    """The median time of `repeats` calls of `call` (after a warm-up call that compiles, unless not
+    `warm_up`): `setup` runs untimed before each call, `check` untimed after each (the warm-up's too) with
+    what the call returned."""
     times = []
-    for _ in range(repeats):
+    for index in range(repeats + warm_up):
         if setup:
             setup()
         start = time.perf_counter()
-        result = call()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times), result
+        returned = call()
+        elapsed = time.perf_counter() - start
+        if index or not warm_up:
+            times.append(elapsed)
+        if check:
+            check(returned)
+    return statistics.median(times)
 
 
-def bandwidth(n: int, repeats: int) -> dict[str, float]:
+def clear(*arrays: Any) -> None:
+    """Zero device arrays (untimed, before a call that must write them)."""
+    cl = __import__("pyopencl")
+    for array in arrays:
+        cl.enqueue_fill_buffer(array.where.queue, array.data, np.float64(0.0), 0, array.nbytes)
+    device().queue.finish()
+
+
+def gpu_check(what: str) -> Check:
+    return Check(what, GPU_TOLERANCE, GPU_REASON)
+
+
+def bandwidth(n: int, repeats: int) -> tuple[dict[str, float], dict[str, Check]]:
     cl = __import__("pyopencl")
     where = device()
     rng = np.random.default_rng(0)
     x_host, z_host = rng.random(n), rng.random(n)
     x, z, y = iz.to_device(x_host), iz.to_device(z_host), iz.to_device(np.zeros(n))
     dx, dz, dy = iz.to_device(np.zeros(n)), iz.to_device(np.zeros(n)), iz.to_device(np.ones(n))
+    checks = {"copy": Check("enqueue_copy: y against x", 0.0, COPY_REASON),
+              "copy_kernel": Check("isozyme's copy kernel: y against x", 0.0, COPY_REASON),
+              "primal": gpu_check("elementwise primal: y against numpy's a*x*x + z"),
+              "gradient": gpu_check("elementwise gradient: y, d_x, d_z, d_y, d_a against numpy's")}
+    primal_reference = 1.5 * x_host * x_host + z_host
+    gradient_reference = {"y": primal_reference, "d_x": 3.0 * x_host, "d_z": np.ones(n), "d_y": np.zeros(n),
+                          "d_a": float(np.sum(x_host * x_host))}
 
     def device_copy() -> None:
         cl.enqueue_copy(where.queue, y.data, x.data, byte_count=8 * n)
         where.queue.finish()
-    copy_s, _ = timed(device_copy, repeats)
+    copy_s = timed(device_copy, repeats, lambda: clear(y), lambda _: checks["copy"].compare(y.get(), x_host))
     kernel_copy = iz.kernel(copy, backend="opencl")
-    copy_kernel_s, _ = timed(lambda: kernel_copy(y, x), repeats)
+    copy_kernel_s = timed(lambda: kernel_copy(y, x), repeats, lambda: clear(y),
+                          lambda _: checks["copy_kernel"].compare(y.get(), x_host))
     primal = iz.kernel(elementwise, backend="opencl")
-    primal_s, _ = timed(lambda: primal(y, x, z, 1.5), repeats)
-    assert np.allclose(y.get(), 1.5 * x_host * x_host + z_host, rtol=1e-14)
+    primal_s = timed(lambda: primal(y, x, z, 1.5), repeats, lambda: clear(y),
+                     lambda _: checks["primal"].compare(y.get(), primal_reference))
 
-    def seed() -> None:  # the gradient zeroes d_y: set it again, untimed
+    def seed() -> None:  # the gradient zeroes d_y and adds into d_x and d_z: set them again, untimed
         dy.set(np.ones(n))
-        where.queue.finish()
+        clear(y, dx, dz)
 
-    def gradient() -> object:
+    def gradient() -> Any:
         return iz.autodiff(primal, Duplicated(y, dy), Duplicated(x, dx), Duplicated(z, dz), Active(1.5),
                            backend="opencl")
-    seed()
-    first = gradient()
-    assert np.allclose(dx.get(), 3.0 * x_host, rtol=1e-12) and np.allclose(dz.get(), 1.0, rtol=1e-14)
-    assert np.allclose(first[1][0], np.sum(x_host * x_host), rtol=1e-9)  # type: ignore[index]
-    gradient_s, _ = timed(gradient, repeats, seed)
+
+    def check_gradient(returned: Any) -> None:
+        result = {"y": y.get(), "d_x": dx.get(), "d_z": dz.get(), "d_y": dy.get(), "d_a": returned[1][0]}
+        checks["gradient"].compare(result, gradient_reference)
+    gradient_s = timed(gradient, repeats, seed, check_gradient)
     gb = 1e-9
-    return {"n": n, "copy_GBps": 16 * n * gb / copy_s, "copy_kernel_GBps": 16 * n * gb / copy_kernel_s,
-            "primal_GBps": 24 * n * gb / primal_s, "gradient_GBps": 80 * n * gb / gradient_s,
-            "primal_ms": primal_s * 1e3, "gradient_ms": gradient_s * 1e3}
+    return ({"n": n, "copy_GBps": 16 * n * gb / copy_s, "copy_kernel_GBps": 16 * n * gb / copy_kernel_s,
+             "primal_GBps": 24 * n * gb / primal_s, "gradient_GBps": 80 * n * gb / gradient_s,
+             "primal_ms": primal_s * 1e3, "gradient_ms": gradient_s * 1e3}, checks)
 
 
-def shared_parameter(n: int, mode: str, repeats: int) -> dict[str, float]:
+def shared_parameter(n: int, mode: str, repeats: int) -> tuple[dict[str, object], Check]:
     os.environ["ISOZYME_OPENCL_REDUCTION"] = mode
     kernel = iz.kernel(shared, backend="opencl")  # a new kernel object: compiled for this mode
     rng = np.random.default_rng(1)
@@ -145,63 +190,90 @@ def shared_parameter(n: int, mode: str, repeats: int) -> dict[str, float]:
     x, y, dy = iz.to_device(x_host), iz.to_device(np.zeros(n)), iz.to_device(dy_host)
     p, dp = iz.to_device(np.array([2.0])), iz.to_device(np.zeros(1))
     dx = iz.to_device(np.zeros(n))
+    check = gpu_check(f"shared parameter gradient ({mode}): y, d_x, d_y, d_p against numpy's")
+    reference = {"y": 2.0 * x_host, "d_x": 2.0 * dy_host, "d_y": np.zeros(n),
+                 "d_p": np.array([np.sum(x_host * dy_host)])}
 
-    def seed() -> None:  # the gradient zeroes d_y: set it (and d_p) again, untimed
+    def seed() -> None:  # the gradient zeroes d_y and adds into d_x and d_p: set them again, untimed
         dy.set(dy_host)
-        dp.set(np.zeros(1))
-        device().queue.finish()
+        clear(y, dx, dp)
 
     def gradient() -> None:
         iz.autodiff(kernel, Duplicated(y, dy), Duplicated(x, dx), Duplicated(p, dp), backend="opencl")
     tiny = [iz.to_device(np.ones(4)) for _ in range(4)]  # compiles
     iz.autodiff(kernel, Duplicated(tiny[0], tiny[1]), Duplicated(tiny[2], tiny[3]), Duplicated(p, dp),
                 backend="opencl")
-    times = []
-    for _ in range(repeats):  # every call is timed and checked (the atomic baseline is slow)
-        seed()
-        start = time.perf_counter()
-        gradient()
-        times.append(time.perf_counter() - start)
-    seconds = statistics.median(times)
-    expected = float(np.sum(x_host * dy_host))
-    error = abs(dp.get()[0] - expected) / abs(expected)
+    seconds = timed(gradient, repeats, seed, warm_up=False,  # every call timed (the atomic baseline is slow)
+                    check=lambda _: check.compare({"y": y.get(), "d_x": dx.get(), "d_y": dy.get(), "d_p": dp.get()},
+                                                  reference))
     os.environ.pop("ISOZYME_OPENCL_REDUCTION")
-    return {"n": n, "mode": mode, "ms": seconds * 1e3, "relative_error": error}
+    return {"n": n, "mode": mode, "ms": seconds * 1e3, "check": check.as_dict()}, check
 
 
-def gmm(n: int, d: int, k: int, repeats: int) -> dict[str, float]:
+GMM_VARIANTS = (("cpu", "llvm"), ("cpu_prange", "llvm"), ("gpu", "opencl"))
+"""The GMM gradients: the example's serial kernel on the CPU (the first call's result is the reference),
+and `gmm_prange` on the CPU and on the GPU."""
+
+
+def gmm(n: int, d: int, k: int, repeats: int, repeat_checks: int) -> tuple[dict[str, object], dict[str, Check]]:
     from gmm import gmm_data, gmm_objective, log_gamma_distrib  # examples/gmm.py
 
     data = gmm_data(d, k, n, seed=0)
     args = [data.alphas, data.means, data.icf, data.x]
     log_gamma_d = log_gamma_distrib(0.5 * (d + data.m + 1), d)
-    results = {}
-    for name, kernel, backend in (("cpu", gmm_objective, "llvm"), ("cpu_prange", gmm_prange, "llvm"),
-                                  ("gpu", gmm_prange, "opencl")):
-        shadows = [np.zeros_like(a) for a in args]
-        activity = [Duplicated(a, s) for a, s in zip(args[:3], shadows[:3], strict=True)] + [Const(args[3])]
+    seconds: dict[str, float] = {}
+    checks: dict[str, Check] = {}
+    reference: list[dict[str, object]] = []  # the first result of the CPU's serial kernel
+    for name, backend in GMM_VARIANTS:
+        kernel = gmm_objective if name == "cpu" else gmm_prange
+        shadows = [np.zeros_like(a) for a in args[:3]]
+        activity = [Duplicated(a, s) for a, s in zip(args[:3], shadows, strict=True)] + [Const(args[3])]
+        check = checks[name] = gpu_check(f"GMM n={n} d={d} K={k} gradient, {name} ({backend}), against the "
+                                         "CPU's serial kernel")
 
-        def gradient(activity: list = activity, kernel: iz.Kernel = kernel, backend: str = backend,
-                     shadows: list = shadows) -> object:
+        def zero(shadows: list = shadows) -> None:  # the shadows accumulate: zeroed before each call, untimed
             for s in shadows:
                 s[...] = 0.0
+
+        def gradient(activity: list = activity, kernel: iz.Kernel = kernel, backend: str = backend) -> Any:
             return iz.autodiff(kernel, *activity, data.gamma, data.m, log_gamma_d, backend=backend)
-        seconds, _ = timed(gradient, repeats)
-        results[name] = (seconds, [s.copy() for s in shadows[:3]])
-    reference = results["cpu"][1]
-    error = max(float(np.max(np.abs(a - b)) / max(np.max(np.abs(a)), 1e-300))
-                for other in ("cpu_prange", "gpu") for a, b in zip(reference, results[other][1], strict=True))
-    cpu_s, cpu_prange_s, gpu_s = (results[name][0] for name in ("cpu", "cpu_prange", "gpu"))
-    return {"n": n, "d": d, "K": k, "cpu_ms": cpu_s * 1e3, "cpu_prange_ms": cpu_prange_s * 1e3,
-            "gpu_ms": gpu_s * 1e3, "gpu_speedup": cpu_s / gpu_s, "max_relative_difference": error}
+
+        def compare(returned: Any, shadows: list = shadows, check: Check = check) -> None:
+            result = {"value": returned[0], "d_alphas": shadows[0].copy(), "d_means": shadows[1].copy(),
+                      "d_icf": shadows[2].copy()}
+            if not reference:  # the first call of the first variant
+                reference.append(result)
+            check.compare(result, reference[0])
+        calls = repeat_checks if backend == "opencl" else max(1, repeats // 2)
+        seconds[name] = timed(gradient, calls, zero, compare)
+    error = max(checks[name].error for name in ("cpu_prange", "gpu"))
+    return ({"n": n, "d": d, "K": k, "cpu_ms": seconds["cpu"] * 1e3, "cpu_prange_ms": seconds["cpu_prange"] * 1e3,
+             "gpu_ms": seconds["gpu"] * 1e3, "gpu_speedup": seconds["cpu"] / seconds["gpu"],
+             "gpu_calls": checks["gpu"].calls, "max_relative_difference": error if error < float("inf") else None,
+             "check": checks_json(checks)}, checks)
 
 
-def print_shared(row: dict[str, object]) -> None:
+def verdict(checks: Sequence[Check]) -> str:
+    """"checked: ok", or MISMATCH and what differs."""
+    failed = [check for check in checks if not check.passed]
+    if not failed:
+        return "checked: ok"
+    return f"{MISMATCH}: " + "; ".join(f"{c.what} differs by {c.error:.1e} (tolerance {c.tolerance:.0e})"
+                                       for c in failed)
+
+
+def print_shared(row: dict[str, Any], check: Check) -> None:
     print(f"shared parameter, {row['mode']:6} n = {row['n']:>9}: {row['ms']:10.2f} ms "
-          f"(relative error {row['relative_error']:.1e})", flush=True)
+          f"(relative error {check.error:.1e} over {check.calls} calls, {verdict([check])})", flush=True)
 
 
-def main() -> None:
+def parse_gmm_sizes(text: str) -> Iterator[tuple[int, int, int]]:
+    for size in (v for v in text.split(",") if v):
+        n, d, k = (int(v) for v in size.split("x"))
+        yield n, d, k
+
+
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=1 << 26)
     parser.add_argument("--shared", type=int, default=1 << 24)
@@ -209,36 +281,50 @@ def main() -> None:
     parser.add_argument("--gmm", type=str, default="1000x10x25,1000x64x100,100000x10x25",
                         help="GMM sizes n x d x K")
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeat-checks", type=int, default=20,
+                        help="timed calls of the GPU's GMM gradient, each result checked (default 20)")
     parser.add_argument("--json", type=Path)
-    options = parser.parse_args()
+    options = parser.parse_args(argv)
     print(f"device: {device().name}", flush=True)
-    report: dict[str, object] = {"device": device().name}
-    b = bandwidth(options.n, options.repeats)
-    report["bandwidth"] = b
+    report: dict[str, object] = {"device": device().name, "passed": True}
+    every_check: list[Check] = []
+
+    def write() -> None:
+        report["passed"] = all(check.passed for check in every_check)
+        if options.json:
+            options.json.write_text(json.dumps(report, indent=2))
+    b, checks = bandwidth(options.n, options.repeats)
+    every_check += checks.values()
+    report["bandwidth"] = {**b, "check": checks_json(checks)}
     print(f"copy {b['copy_GBps']:.0f} GB/s (isozyme copy kernel {b['copy_kernel_GBps']:.0f}); elementwise primal "
           f"{b['primal_GBps']:.0f} GB/s = {100 * b['primal_GBps'] / b['copy_GBps']:.0f}% of copy; gradient "
           f"{b['gradient_GBps']:.0f} GB/s = {100 * b['gradient_GBps'] / b['copy_GBps']:.0f}% "
-          f"({b['primal_ms']:.2f} / {b['gradient_ms']:.2f} ms at n = {options.n})", flush=True)
-    rows = [shared_parameter(options.shared, "group", options.repeats)]
+          f"({b['primal_ms']:.2f} / {b['gradient_ms']:.2f} ms at n = {options.n}; {verdict(list(checks.values()))})",
+          flush=True)
+    row, check = shared_parameter(options.shared, "group", options.repeats)
+    rows = [row]
+    every_check.append(check)
     report["shared"] = rows
-    print_shared(rows[0])
-    gmm_rows = []
-    for size in (v for v in options.gmm.split(",") if v):
-        n, d, k = (int(v) for v in size.split("x"))
-        row = gmm(n, d, k, max(1, options.repeats // 2))
+    print_shared(row, check)
+    gmm_rows = report["gmm"] = []
+    for n, d, k in parse_gmm_sizes(options.gmm):
+        row, checks = gmm(n, d, k, options.repeats, options.repeat_checks)
         gmm_rows.append(row)
+        every_check += checks.values()
         print(f"GMM gradient n = {n} d = {d} K = {k}: CPU llvm {row['cpu_ms']:.1f} ms (the prange kernel on the "
               f"CPU: {row['cpu_prange_ms']:.1f} ms), GPU {row['gpu_ms']:.1f} ms: {row['gpu_speedup']:.2f}x "
-              f"(max relative difference {row['max_relative_difference']:.1e})", flush=True)
-    report["gmm"] = gmm_rows
+              f"(max relative difference {max(c.error for c in checks.values()):.1e} over "
+              f"{sum(c.calls for c in checks.values())} calls, the GPU's {checks['gpu'].calls}; "
+              f"{verdict(list(checks.values()))})", flush=True)
     for n in (int(v) for v in options.naive.split(",") if v):  # last: slow
-        rows.append(shared_parameter(n, "atomic", 1))
-        print_shared(rows[-1])
-        if options.json:
-            options.json.write_text(json.dumps(report, indent=2))
-    if options.json:
-        options.json.write_text(json.dumps(report, indent=2))
+        row, check = shared_parameter(n, "atomic", 1)
+        rows.append(row)
+        every_check.append(check)
+        print_shared(row, check)
+        write()
+    write()
+    return exit_status(every_check, "opencl_gpu.py")
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -8,6 +8,11 @@ size, as a tool that records every read of memory would. Both are counted by ins
 interpreter's handlers for `alloc`, `grow` and `load`, so the figures are measured, not derived from the
 formulas of `iz.show_cache`.
 
+The gradient the measured run computed (its return value, the shadows and the adjoints) is checked against
+`iz.autodiff` of the same kernel and `opt` on the `llvm` backend, within 1e-10 relative in the max-norm
+(`isozyme/benchmark_checks.py`): the same derivative, compiled. A run that taped the wrong values would give a
+wrong gradient; it is marked MISMATCH in the table, and the script exits with status 1 after printing it.
+
     python benchmarks/tape_bytes.py [--n 64] [--steps 50]
 """
 
@@ -15,7 +20,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -27,10 +32,14 @@ import euler  # noqa: E402
 import heat  # noqa: E402
 
 import isozyme as iz  # noqa: E402
+from isozyme.benchmark_checks import Check, exit_status  # noqa: E402
 from isozyme.runtime.autodiff import differentiate, parse_activity  # noqa: E402
 from isozyme.ssa import interpreter  # noqa: E402
 from isozyme.ssa.ir import Instruction  # noqa: E402
 from isozyme.ssa.ops import Op  # noqa: E402
+
+TOLERANCE = 1e-10
+REASON = "the same derivative on the interpreter and compiled by LLVM, sums possibly in another order"
 
 
 class Meter:
@@ -69,8 +78,8 @@ class Meter:
         interpreter._HANDLERS.update(self.saved)
 
 
-def _run(function: object, args: tuple) -> None:
-    interpreter.run_function(function, *args)  # type: ignore[arg-type]
+def _run(function: object, args: tuple) -> object:
+    return interpreter.run_function(function, *args)  # type: ignore[arg-type]
 
 
 def measure(kernel: iz.Kernel, activity: tuple[str, ...], opt: str, make_args: Callable[[], tuple]) -> dict:
@@ -81,20 +90,40 @@ def measure(kernel: iz.Kernel, activity: tuple[str, ...], opt: str, make_args: C
     meter = Meter()
     meter.watched = {tape.array for tape in gradient.tapes}
     args = make_args()
-    call = []
+    call, shadows, adjoints = [], [], []
     for value, kind in zip(args, activity):
         call.append(value)
         if kind == "dup":
-            call.append(np.zeros_like(value))
+            shadows.append(np.zeros_like(value))
+            call.append(shadows[-1])
         elif kind == "active":
-            call.append(np.zeros(1))
+            adjoints.append(np.zeros(1))
+            call.append(adjoints[-1])
     if gradient.function.return_type.is_float:
         call.append(1.0)
     with meter:
-        _run(gradient.function, tuple(call))
+        value = _run(gradient.function, tuple(call))
     taped = sum(array.nbytes for array in meter.arrays.values())
-    return {"tapes": len(gradient.tapes), "tape_bytes": taped, "naive_bytes": primal_loads,
+    check = Check(f"{kernel.definition.name} opt={opt}: the measured run's gradient against llvm's", TOLERANCE,
+                  REASON)
+    check.compare({"value": value, "shadows": shadows, "adjoints": [a[0] for a in adjoints]},
+                  compiled_gradient(kernel, activity, opt, make_args()))
+    return {"tapes": len(gradient.tapes), "tape_bytes": taped, "naive_bytes": primal_loads, "check": check,
             "listing": [f"{tape.value.name or tape.value.op} x {tape.size_text}" for tape in gradient.tapes]}
+
+
+def compiled_gradient(kernel: iz.Kernel, activity: tuple[str, ...], opt: str, args: tuple) -> dict:
+    """The reference: `iz.autodiff` on `llvm`, keyed as `measure` keys the interpreter's gradient."""
+    annotated: list[object] = []
+    shadows = []
+    for value, kind in zip(args, activity):
+        if kind == "dup":
+            shadows.append(np.zeros_like(value))
+            annotated.append(iz.Duplicated(value, shadows[-1]))
+        else:
+            annotated.append(iz.Active(value) if kind == "active" else iz.Const(value))
+    value, adjoints = iz.autodiff(kernel, *annotated, opt=opt, backend="llvm")
+    return {"value": value, "shadows": shadows, "adjoints": list(adjoints)}
 
 
 def _primal_load_bytes(kernel: iz.Kernel, opt: str, args: tuple) -> int:
@@ -107,11 +136,11 @@ def _primal_load_bytes(kernel: iz.Kernel, opt: str, args: tuple) -> int:
     return meter.loads_bytes
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, default=64, help="grid points (heat) and masses (Euler)")
     parser.add_argument("--steps", type=int, default=50)
-    options = parser.parse_args()
+    options = parser.parse_args(argv)
     n, steps = options.n, options.steps
     rng = np.random.default_rng(0)
     u0 = rng.uniform(-1, 1, n)
@@ -121,16 +150,21 @@ def main() -> None:
         (f"euler m={n} steps={steps}", euler.euler, ("dup", "active", "const", "active", "active"),
          lambda: (y0.copy(), 0.01, steps, 1.0, 0.1)),
     ]
-    print(f"{'problem':<24} {'opt':<5} {'tapes':>5} {'tape bytes':>12} {'naive bytes':>12} {'ratio':>7}")
+    print(f"{'problem':<24} {'opt':<5} {'tapes':>5} {'tape bytes':>12} {'naive bytes':>12} {'ratio':>7}  "
+          f"gradient check")
+    checks = []
     for name, kernel, activity, make_args in problems:
         for opt in ("post", "pre"):
             figures = measure(kernel, activity, opt, make_args)
+            checks.append(figures["check"])
             ratio = figures["tape_bytes"] / figures["naive_bytes"]
             print(f"{name:<24} {opt:<5} {figures['tapes']:>5} {figures['tape_bytes']:>12,} "
-                  f"{figures['naive_bytes']:>12,} {ratio:>7.3f}")
+                  f"{figures['naive_bytes']:>12,} {ratio:>7.3f}  {figures['check'].mark} "
+                  f"({figures['check'].error:.1e})")
             for line in figures["listing"]:
                 print(f"{'':<31}{line}")
+    return exit_status(checks, "tape_bytes.py")
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

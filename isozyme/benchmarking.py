@@ -19,6 +19,19 @@ their ratios are fair.
 Peers (`--peers`, when installed and when the suite defines them for a benchmark, `benchmarks/suite/peers`):
 numba for the primal, JAX `jit(grad)` and PyTorch for gradients; their columns hold their time per call.
 
+Checks (`isozyme/benchmark_checks.py`): the result of every call, the first and every timed one, of every
+variant and peer is compared with the row's reference after its timer stopped (the first calls' results
+once every variant has made its first call, so that a reference compiled for the check never counts as a
+variant's compile time). The references, computed once per row, untimed: for the primal and numba, the
+benchmark's numpy `reference` (its return value and the arrays it writes), within the benchmark's
+`primal_tolerance` (1e-10: the same math rounded in another order); for the gradients, the gradient of the
+program as written on the CPU (`opt="pre"`, `llvm`: on `--backend opencl` the GPU's gradients are checked
+against the CPU's; on `llvm` the `pre` variant's calls against their own first result), within its
+`gradient_tolerance` (1e-10), for JAX and PyTorch within `peers.PEER_TOLERANCE` (1e-8: the same math
+written differently). A row whose check failed is marked MISMATCH in the table, left out of the summary and
+the plot, written to the JSON with `"check": {"passed": false, ...}`, and the command exits with status 1
+after printing and writing everything.
+
 At the end: a table, the geometric mean of pre/post over the Enzyme-style benchmarks (those whose gradient
 the optimizer changes asymptotically or by a constant: all of the suite but norm's n sweep is reported
 separately), the JSON of every measurement (`--json`), and a log-log plot as SVG (`--plot`, no plotting
@@ -28,6 +41,7 @@ library needed): pre/post and gradient/primal against problem size, one line per
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -40,6 +54,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
+
+from isozyme.benchmark_checks import MISMATCH, Check, checks_json, exit_status
 
 Prepared = Callable[[], object]
 Variant = Callable[[], Prepared]
@@ -56,22 +72,35 @@ class Timing:
     """Seconds the first call took beyond the median: compilation (and first-touch costs)."""
 
 
-def interleaved(variants: Mapping[str, Variant], min_time: float, min_calls: int = 3) -> dict[str, Timing]:
-    """Time the variants in turns (module docstring)."""
+Compare = Callable[[object], object]
+"""Checks what one call of a variant returned (and left in the inputs its variant prepared)."""
+
+
+def interleaved(variants: Mapping[str, Variant], min_time: float, min_calls: int = 3,
+                checks: Mapping[str, Compare] | None = None) -> dict[str, Timing]:
+    """Time the variants in turns (module docstring); `checks[name]` gets what each call of variant `name`
+    returned, after its timer stopped (the first calls' once every variant has made its first call)."""
+    checks = checks or {}
     first: dict[str, float] = {}
+    returned: dict[str, object] = {}
     for name, variant in variants.items():
         prepared = variant()
         start = time.perf_counter()
-        prepared()
+        returned[name] = prepared()
         first[name] = time.perf_counter() - start
+    for name, value in returned.items():
+        if name in checks:
+            checks[name](value)
     samples: dict[str, list[float]] = {name: [] for name in variants}
     while pending := [name for name in variants
                       if sum(samples[name]) < min_time or len(samples[name]) < min_calls]:
         for name in pending:
             prepared = variants[name]()
             start = time.perf_counter()
-            prepared()
+            value = prepared()
             samples[name].append(time.perf_counter() - start)
+            if name in checks:
+                checks[name](value)
     timings = {}
     for name, times in samples.items():
         median = statistics.median(times)
@@ -88,6 +117,12 @@ class Row:
     scale: float
     timings: dict[str, Timing]
     peers: dict[str, Timing] = field(default_factory=dict)
+    checks: dict[str, Check] = field(default_factory=dict)
+    """The results of every variant and peer against the row's references (module docstring)."""
+
+    @property
+    def passed(self) -> bool:
+        return all(check.passed for check in self.checks.values())
 
     @property
     def speedup(self) -> float:
@@ -104,24 +139,85 @@ def _fresh(value: object) -> object:
     return value.copy() if isinstance(value, np.ndarray) else value
 
 
-def _variants(bench: Any, args: tuple, suite: Any) -> dict[str, Variant]:
-    def primal() -> Prepared:
-        fresh = tuple(_fresh(a) for a in args)
+def _copies(args: tuple) -> tuple:
+    return tuple(_fresh(a) for a in args)
+
+
+REFERENCE_GRADIENT = {"opt": "pre", "backend": "llvm"}
+"""The reference gradient of a row: the program as written, differentiated, on the CPU (module docstring)."""
+
+
+class References:
+    """A row's references, each computed at its first use (untimed, after every variant's first call)."""
+
+    def __init__(self, bench: Any, args: tuple, suite: Any) -> None:
+        self.bench, self.args, self.suite = bench, args, suite
+
+    @functools.cached_property
+    def primal(self) -> dict[int | str, object]:
+        """The numpy reference: the return value ("value") and the written arrays by parameter index."""
+        return self.bench.reference(*_copies(self.args)).results()
+
+    @functools.cached_property
+    def gradient(self) -> dict[int | str, object]:
+        """`REFERENCE_GRADIENT`'s results, the return value under "value"."""
+        return self.suite.run_gradient(self.bench, _copies(self.args), **REFERENCE_GRADIENT).results()
+
+    @functools.cached_property
+    def derivative(self) -> dict[int | str, object]:
+        """The reference gradient without the return value (what the gradient peers compute)."""
+        return {key: value for key, value in self.gradient.items() if key != "value"}
+
+
+@dataclass
+class Checked:
+    """A variant and its check: `prepare` as `interleaved` times it, `compare` for what each call returned."""
+
+    prepare: Variant
+    compare: Compare
+    check: Check
+
+
+PRIMAL_REASON = "the same math in f64, rounded in another order"
+
+
+def _checked_variants(bench: Any, args: tuple, suite: Any, references: References) -> dict[str, Checked]:
+    """The primal, and the gradients with opt="post" and "pre", each checked against `references`."""
+    return {"primal": _checked_primal(bench, args, suite, references),
+            **{opt: _checked_gradient(bench, args, suite, references, opt) for opt in ("post", "pre")}}
+
+
+def _checked_primal(bench: Any, args: tuple, suite: Any, references: References) -> Checked:
+    called: list[tuple] = []  # the arguments of the latest call, which hold the arrays it wrote
+
+    def prepare() -> Prepared:
+        fresh = _copies(args)
+        called[:] = [fresh]
         return lambda: bench.kernel(*fresh)
+    check = Check(f"{bench.name} primal against its numpy reference", bench.primal_tolerance, PRIMAL_REASON)
 
-    def gradient(opt: str) -> Variant:
-        def prepare() -> Prepared:
-            fresh = tuple(_fresh(a) for a in args)
-            if bench.gradient is not None:
-                return lambda: bench.gradient(fresh, opt)
-            annotated, _ = suite.annotate(bench, fresh)
-            import isozyme as iz
-            return lambda: iz.autodiff(bench.kernel, *annotated, seed=bench.seed_return, opt=opt)
-        return prepare
-    return {"primal": primal, "post": gradient("post"), "pre": gradient("pre")}
+    def compare(value: object) -> float:
+        outputs = {index: called[0][index] for index in references.primal if index != "value"}
+        return check.compare(suite.Primal(value, outputs).results(), references.primal)
+    return Checked(prepare, compare, check)
 
 
-def _peer_variants(bench: Any, args: tuple, peers: Sequence[str]) -> dict[str, Variant]:
+def _checked_gradient(bench: Any, args: tuple, suite: Any, references: References, opt: str) -> Checked:
+    finishing: list[Callable[[object], Any]] = []  # makes the Gradient of the latest call
+
+    def prepare() -> Prepared:
+        call, finish = suite.prepare_gradient(bench, _copies(args), opt)
+        finishing[:] = [finish]
+        return call
+    check = Check(f"{bench.name} gradient (opt={opt}) against opt={REFERENCE_GRADIENT['opt']} on "
+                  f"{REFERENCE_GRADIENT['backend']}", bench.gradient_tolerance,
+                  "derivatives of the same math, sums taken in another order")
+    return Checked(prepare, lambda value: check.compare(finishing[0](value).results(), references.gradient), check)
+
+
+def _checked_peers(bench: Any, args: tuple, peers: Sequence[str], references: References) -> dict[str, Checked]:
+    """The peers of `peers` that are installed and defined for the benchmark, each checked: the gradient
+    peers against the reference gradient, numba against the numpy reference."""
     try:
         from benchmarks.suite import peers as peer_module  # type: ignore[import-not-found]
     except ImportError:
@@ -130,8 +226,31 @@ def _peer_variants(bench: Any, args: tuple, peers: Sequence[str]) -> dict[str, V
     for peer in peers:
         make = peer_module.variant(bench.name, peer)
         if make is not None:
-            found[peer] = make(args)
+            found[peer] = checked_peer(bench, args, peer, make(args), peer_module, references)
     return found
+
+
+def checked_peer(bench: Any, args: tuple, peer: str, prepare: Variant, peer_module: Any,
+                 references: References) -> Checked:
+    """`peer`'s variant (`prepare`) and its check: a gradient peer against the reference gradient within
+    `peer_module.PEER_TOLERANCE`, numba against the numpy reference within the primal's tolerance."""
+    if peer in peer_module.GRADIENT_PEERS:
+        check = Check(f"{bench.name} {peer} gradient against opt={REFERENCE_GRADIENT['opt']} on "
+                      f"{REFERENCE_GRADIENT['backend']}", peer_module.PEER_TOLERANCE, peer_module.PEER_REASON)
+    else:
+        check = Check(f"{bench.name} {peer} primal against its numpy reference", bench.primal_tolerance,
+                      PRIMAL_REASON)
+
+    def compare(value: object) -> float:
+        reference = references.derivative if peer in peer_module.GRADIENT_PEERS else references.primal
+        return check.compare(peer_module.result(bench.name, peer, args, value), reference)
+    return Checked(prepare, compare, check)
+
+
+def measure(checked: Mapping[str, Checked], min_time: float) -> dict[str, Timing]:
+    """`interleaved` on the variants, each call's result checked."""
+    return interleaved({name: variant.prepare for name, variant in checked.items()}, min_time,
+                       checks={name: variant.compare for name, variant in checked.items()})
 
 
 class Progress:
@@ -173,9 +292,12 @@ def run_suite(suite_name: str, min_time: float, peers: Sequence[str] = (), only:
     for bench, size in work:
         progress.step(f"{bench.name} {bench.label(size)}")
         args = bench.make_args(seed=0, **size)
-        timings = interleaved(_variants(bench, args, suite), min_time)
-        peer_timings = interleaved(_peer_variants(bench, args, peers), min_time) if peers else {}
-        rows.append(Row(bench.name, bench.label(size), float(bench.scale(size)), timings, peer_timings))
+        references = References(bench, args, suite)
+        variants = _checked_variants(bench, args, suite, references)
+        peer_variants = _checked_peers(bench, args, peers, references) if peers else {}
+        timings, peer_timings = measure(variants, min_time), measure(peer_variants, min_time)
+        checks = {name: variant.check for name, variant in {**variants, **peer_variants}.items()}
+        rows.append(Row(bench.name, bench.label(size), float(bench.scale(size)), timings, peer_timings, checks))
     progress.step("done")
     progress.finish()
     return rows
@@ -188,10 +310,16 @@ def _time(seconds: float) -> str:
     raise AssertionError
 
 
+def _mark(row: Row) -> str:
+    """"ok", or MISMATCH and the variants whose results differ from the reference."""
+    failed = [name for name, check in row.checks.items() if not check.passed]
+    return f"{MISMATCH} {','.join(failed)}" if failed else "ok"
+
+
 def format_table(rows: Sequence[Row]) -> str:
     peers = sorted({peer for row in rows for peer in row.peers})
     header = ["benchmark", "size", "primal", "grad post", "grad pre", "pre/post", "grad/primal",
-              "compile post", "compile pre"] + peers
+              "compile post", "compile pre"] + peers + ["check"]
     lines = [header]
     compiled: set[str] = set()
     for row in rows:
@@ -201,7 +329,7 @@ def format_table(rows: Sequence[Row]) -> str:
         lines.append([row.benchmark, row.label, _time(t["primal"].median), _time(t["post"].median),
                       _time(t["pre"].median), f"{row.speedup:.2f}x", f"{row.ratio:.2f}",
                       _time(t["post"].compile) if first else "", _time(t["pre"].compile) if first else ""]
-                     + [_time(row.peers[p].median) if p in row.peers else "-" for p in peers])
+                     + [_time(row.peers[p].median) if p in row.peers else "-" for p in peers] + [_mark(row)])
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
     text = ["  ".join(cell.ljust(w) if i < 2 else cell.rjust(w) for i, (cell, w) in enumerate(zip(line, widths)))
             for line in lines]
@@ -215,21 +343,29 @@ def geometric_mean(values: Iterable[float]) -> float:
 
 
 def summary(rows: Sequence[Row]) -> str:
-    enzyme_style = [row.speedup for row in rows if row.benchmark != "norm"]
-    norm = [f"{row.label}: {row.speedup:.1f}x" for row in rows if row.benchmark == "norm"]
+    """The geometric mean of pre/post and norm's sweep, over the rows whose checks passed."""
+    passed = [row for row in rows if row.passed]
+    enzyme_style = [row.speedup for row in passed if row.benchmark != "norm"]
+    norm = [f"{row.label}: {row.speedup:.1f}x" for row in passed if row.benchmark == "norm"]
     lines = [f"geometric mean of pre/post over {len(enzyme_style)} rows (norm's sweep apart): "
              f"{geometric_mean(enzyme_style):.2f}x (Enzyme reports 4.2x on its suite)"]
     if norm:
         lines.append("norm pre/post, O(n^2) against O(n): " + ", ".join(norm))
+    if len(passed) < len(rows):
+        lines.append(f"{MISMATCH}: {len(rows) - len(passed)} row(s) left out of this summary, their results "
+                     f"differ from the references")
     return "\n".join(lines)
 
 
 def to_json(rows: Sequence[Row], suite: str, backend: str) -> dict[str, Any]:
+    """Every measurement; each row's "check" says whether its results matched (module docstring), and
+    "passed" whether every row's did."""
     return {"suite": suite, "backend": backend, "machine": platform.machine(), "processor": platform.processor(),
-            "cpus": os.cpu_count(), "python": platform.python_version(),
+            "cpus": os.cpu_count(), "python": platform.python_version(), "passed": all(r.passed for r in rows),
             "rows": [{"benchmark": r.benchmark, "label": r.label, "scale": r.scale, "speedup": r.speedup,
                       "ratio": r.ratio, "timings": {k: asdict(v) for k, v in r.timings.items()},
-                      "peers": {k: asdict(v) for k, v in r.peers.items()}} for r in rows]}
+                      "peers": {k: asdict(v) for k, v in r.peers.items()}, "check": checks_json(r.checks)}
+                     for r in rows]}
 
 
 # --- the plot: two log-log panels as SVG ------------------------------------------------------------------
@@ -275,8 +411,12 @@ def _panel(series: Mapping[str, list[tuple[float, float]]], title: str, left: fl
     return out
 
 
-def plot_svg(rows: Sequence[Row], path: str) -> None:
-    """Write the two panels of the module docstring to `path`."""
+def plot_svg(rows: Sequence[Row], path: str) -> bool:
+    """Write the two panels of the module docstring to `path`, of the rows whose checks passed; False (and
+    nothing written) if there is none."""
+    rows = [row for row in rows if row.passed]
+    if not rows:
+        return False
     names = list(dict.fromkeys(row.benchmark for row in rows))
     colors = {name: COLORS[i % len(COLORS)] for i, name in enumerate(names)}
     speedups = {n: [(r.scale, r.speedup) for r in rows if r.benchmark == n] for n in names}
@@ -294,6 +434,7 @@ def plot_svg(rows: Sequence[Row], path: str) -> None:
                   f'font-family="sans-serif">\n<rect width="100%" height="100%" fill="white"/>\n')
         out.write("\n".join(body))
         out.write("\n</svg>\n")
+    return True
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -327,6 +468,6 @@ def command_bench(args: argparse.Namespace) -> int:
     if args.json:
         with open(args.json, "w", encoding="utf-8") as out:
             json.dump(to_json(rows, args.suite, args.backend), out, indent=1)
-    if args.plot:
-        plot_svg(rows, args.plot)
-    return 0
+    if args.plot and not plot_svg(rows, args.plot):
+        print("isozyme bench: no plot written, no row's results matched the references", file=sys.stderr)
+    return exit_status((check for row in rows for check in row.checks.values()), "isozyme bench")

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.suite import Gradient, all_benchmarks, peers, run_gradient, run_primal  # noqa: E402
 
-RTOL = 1e-8
+RTOL = peers.PEER_TOLERANCE
 NAMES = tuple(bench.name for bench in all_benchmarks())
 TORCH_COMPILE_DEFAULT = ("relu3", "ode_euler")
 

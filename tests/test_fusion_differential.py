@@ -231,9 +231,11 @@ def test_fusion_benchmark_runs(tmp_path: Path) -> None:
     assert "loop fusion off -> on" in done.stdout
     results = json.loads(output.read_text())
     assert [case["off"]["case"] for case in results["cases"]] == ["mlp", "heat 200"]
+    assert results["passed"] is True  # every call's gradient against llvm's (tests/test_bench_scripts.py)
     for case in results["cases"]:
         assert case["off"]["loop_kernels"] >= case["on"]["loop_kernels"] > 0
         assert case["off"]["loop_bytes_read"] > 0 and case["on"]["median_s"] > 0
+        assert case["off"]["check"]["calls"] == case["on"]["check"]["calls"] == 3 and case["fusion_check"]["passed"]
 
 
 ACCESS_SOURCE = """\

@@ -219,7 +219,8 @@ def ba_jacobian(args: tuple, opt: str = "post", backend: str | None = None) -> G
                     iz.Duplicated(w, d_w), feats, iz.Duplicated(reproj_err, seed), opt=opt, backend=backend)
         blocks["cams"][:, r], blocks["X"][:, r], blocks["w"][:, r] = d_cams, d_X, d_w
     d_w = np.zeros_like(w)
-    iz.autodiff(ba_weight_error, iz.Duplicated(w, d_w), iz.Duplicated(w_err, np.ones(p)), opt=opt, backend=backend)
+    iz.autodiff(ba_weight_error, iz.Duplicated(w, d_w), iz.Duplicated(w_err, np.ones(p)), opt=opt,
+                backend=backend)
     return Gradient(None, {**blocks, "w_err": d_w})
 
 

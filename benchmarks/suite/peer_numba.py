@@ -410,11 +410,12 @@ PEERS: dict[str, tuple[Callable, tuple[int, ...]]] = {
 }
 
 
-def prepare(name: str, args: tuple) -> tuple[Callable[[], object], tuple] | None:
+def prepare(name: str, args: tuple) -> tuple[Callable[[], tuple[object, tuple]], tuple] | None:
     """The timed callable of benchmark `name` on copies of `args` (kernels write some of their arguments),
-    and those copies; None if it has no numba peer."""
+    and those copies; None if it has no numba peer. A call returns the function's return value and the
+    copies, where the arrays it wrote are."""
     if name not in PEERS:
         return None
     function, _ = PEERS[name]
     copies = tuple(a.copy() if isinstance(a, np.ndarray) else a for a in args)
-    return (lambda: function(*copies)), copies
+    return (lambda: (function(*copies), copies)), copies

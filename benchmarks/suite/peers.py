@@ -1,13 +1,15 @@
 """The peers of `python -m isozyme bench`: the same benchmarks in JAX, PyTorch and numba (issue 10).
 
-Two entry points, by benchmark name (`Benchmark.name`) and peer name (`PEERS`):
+The entry points, by benchmark name (`Benchmark.name`) and peer name (`PEERS`):
 
 - `variant(name, peer)`: None where the benchmark has no such peer or the peer is not installed, else a
   factory `make(args) -> Variant`. A Variant is a zero-argument callable, called outside the timed region,
   that converts or copies the inputs and returns the zero-argument callable that is timed. The first timed
   call may compile (JAX's `jit`, `torch.compile`, numba): the harness warms every variant up first.
-- `gradient(name, peer, args)` / `primal(name, peer, args)`: what one timed call computes, as numpy, to
-  check it against isozyme (tests/test_bench_peers.py).
+- `result(name, peer, args, returned)`: what one timed call computed (`returned`: what it returned), as
+  numpy, keyed as the bench's checks compare it with isozyme's reference (`isozyme/benchmarking.py`);
+  `gradient(name, peer, args)` / `primal(name, peer, args)`: the same for one call made here, to check it
+  against isozyme (tests/test_bench_peers.py).
 
 What each peer computes:
 
@@ -38,6 +40,11 @@ import numpy as np
 from benchmarks.suite import Benchmark, Primal, all_benchmarks
 
 PEERS = ("jax", "torch", "torch_compile", "numba")
+PEER_TOLERANCE = 1e-8
+PEER_REASON = ("the same math written differently (JAX's and PyTorch's FFT, GMM's dense Q, LSTM's fused gates, "
+               "scans): rounding differs more than between two orders of the same loops")
+"""How far (relative, max-norm) a gradient peer's derivative may be from isozyme's reference gradient in the
+bench's checks (tests/test_bench_peers.py checks the peers at this tolerance too), and why."""
 GRADIENT_PEERS = ("jax", "torch", "torch_compile")
 _MODULES = {"jax": "peer_jax", "torch": "peer_torch", "torch_compile": "peer_torch", "numba": "peer_numba"}
 
@@ -70,15 +77,15 @@ def available(name: str, peer: str) -> bool:
     return name in (module.PEERS if peer != "torch_compile" else module.COMPILED_PEERS)
 
 
-def _timed(name: str, peer: str, args: tuple) -> tuple[Timed, tuple]:
-    """The timed callable of `peer` on `args`, and (numba) the copies of `args` it works on."""
+def _timed(name: str, peer: str, args: tuple) -> Timed:
+    """The timed callable of `peer` on `args` (numba's works on copies of `args` and returns them too)."""
     module = peer_module(peer)
     if peer == "numba":
-        return module.prepare(name, args)
+        return module.prepare(name, args)[0]
     seeds = benchmarks()[name].seeds(args)
     if peer == "jax":
-        return module.prepare(name, args, seeds), args
-    return module.prepare(name, args, seeds, compiled=peer == "torch_compile"), args
+        return module.prepare(name, args, seeds)
+    return module.prepare(name, args, seeds, compiled=peer == "torch_compile")
 
 
 def variant(name: str, peer: str) -> Callable[[tuple], Variant] | None:
@@ -87,8 +94,29 @@ def variant(name: str, peer: str) -> Callable[[tuple], Variant] | None:
         return None
 
     def make(args: tuple) -> Variant:
-        return lambda: _timed(name, peer, args)[0]
+        return lambda: _timed(name, peer, args)
     return make
+
+
+def _numba_primal(name: str, returned: tuple[object, tuple]) -> Primal:
+    value, copies = returned
+    _, written = peer_module("numba").PEERS[name]
+    return Primal(None if value is None else float(value), {index: copies[index] for index in written})
+
+
+def result(name: str, peer: str, args: tuple, returned: object) -> dict[int | str, object]:
+    """What one timed call of `peer` on `args` computed (`returned`: what the call returned), as numpy,
+    keyed the way the bench compares it: a gradient peer's derivative as `Gradient.results(value=False)`
+    keys isozyme's (module docstring), numba's return value and written arrays as `Primal.results()`."""
+    if peer == "numba":
+        return _numba_primal(name, returned).results()  # type: ignore[arg-type]
+    derivative = peer_module(peer).results(name, returned)
+    bench = benchmarks()[name]
+    if bench.gradient is None:
+        for index, kind in enumerate(bench.activity):
+            if kind == "dup" and index not in derivative:
+                derivative[index] = np.zeros_like(args[index])
+    return derivative
 
 
 def gradient(name: str, peer: str, args: tuple) -> dict[int | str, np.ndarray | float]:
@@ -96,14 +124,7 @@ def gradient(name: str, peer: str, args: tuple) -> dict[int | str, np.ndarray | 
     as `run_gradient` keys it (module docstring)."""
     if peer not in GRADIENT_PEERS or not available(name, peer):
         raise ValueError(f"{name!r} has no gradient peer {peer!r} here")
-    timed, _ = _timed(name, peer, args)
-    result = peer_module(peer).results(name, timed())
-    bench = benchmarks()[name]
-    if bench.gradient is None:
-        for index, kind in enumerate(bench.activity):
-            if kind == "dup" and index not in result:
-                result[index] = np.zeros_like(args[index])
-    return result
+    return result(name, peer, args, _timed(name, peer, args)())  # type: ignore[return-value]
 
 
 def primal(name: str, peer: str, args: tuple) -> Primal:
@@ -111,7 +132,4 @@ def primal(name: str, peer: str, args: tuple) -> Primal:
     value and the arrays it writes."""
     if peer != "numba" or not available(name, peer):
         raise ValueError(f"{name!r} has no primal peer {peer!r} here")
-    timed, copies = _timed(name, peer, args)
-    value = timed()
-    _, written = peer_module(peer).PEERS[name]
-    return Primal(None if value is None else float(value), {index: copies[index] for index in written})
+    return _numba_primal(name, _timed(name, peer, args)())  # type: ignore[arg-type]

@@ -1,0 +1,193 @@
+"""The scripts of benchmarks/ fail on a wrong answer (issue 22): each compares what its timed calls computed
+with a reference (`isozyme/benchmark_checks.py`), and a result made wrong on purpose here (a perturbed
+gradient, a perturbed value, in one call only where the script calls many times) is marked MISMATCH, written
+to the JSON as {"passed": false, ...}, and makes the script exit with status 1; a correct run exits 0.
+Tiny sizes; times are not checked. The OpenCL scripts run on PoCL (the CPU OpenCL of CI).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import isozyme as iz
+from isozyme.benchmark_checks import MISMATCH
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCHMARKS = ROOT / "benchmarks"
+sys.path.insert(0, str(BENCHMARKS))
+TINY_GPU_RUN = ["--n", "4096", "--shared", "4096", "--naive", "1024", "--gmm", "20x3x4"]
+"""opencl_gpu.py at sizes PoCL runs in seconds."""
+
+
+def _opencl_missing() -> str | None:
+    """Why the OpenCL backend cannot run here, or None."""
+    try:
+        import pyopencl  # noqa: F401
+    except ImportError:
+        return "the opencl backend needs pyopencl"
+    from isozyme.runtime.opencl_backend import OpenCLUnavailable, device
+    try:
+        device()
+    except OpenCLUnavailable as error:  # pragma: no cover - depends on the machine
+        return f"no OpenCL device: {error}"
+    return None
+
+
+OPENCL_MISSING = _opencl_missing()
+needs_opencl = pytest.mark.skipif(OPENCL_MISSING is not None, reason=OPENCL_MISSING or "")
+
+
+def perturb_call(number: int) -> Callable[[np.ndarray], None]:
+    """A function that, at its `number`-th call (1-based), changes an array in place by 1e-6 of its largest
+    entry, and leaves it alone at every other call: a wrong result in one call of many."""
+    calls = [0]
+
+    def perturb(array: np.ndarray) -> None:
+        calls[0] += 1
+        if calls[0] == number:
+            array.flat[0] += 1e-6 * max(float(np.max(np.abs(array))), 1.0)
+    return perturb
+
+
+# --- opencl_gpu.py -------------------------------------------------------------------------------------------
+
+@needs_opencl
+def test_opencl_gpu_runs_end_to_end_and_checks_every_call(tmp_path: Path) -> None:
+    output = tmp_path / "gpu.json"
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "opencl_gpu.py"), *TINY_GPU_RUN, "--json", str(output)],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert MISMATCH not in done.stdout and "checked: ok" in done.stdout
+    report = json.loads(output.read_text())
+    assert report["passed"] is True
+    assert report["bandwidth"]["check"]["passed"] is True
+    assert {c["calls"] for c in report["bandwidth"]["check"]["checks"].values()} == {6}  # warm-up and 5 timed
+    assert [row["check"]["passed"] for row in report["shared"]] == [True, True]
+    (row,) = report["gmm"]
+    checks = row["check"]["checks"]
+    assert row["check"]["passed"] is True and row["gpu_calls"] == 21  # warm-up and --repeat-checks 20
+    assert (checks["gpu"]["calls"], checks["cpu"]["calls"], checks["cpu_prange"]["calls"]) == (21, 3, 3)
+    assert all(c["error"] <= c["tolerance"] == 1e-10 for c in checks.values())
+    assert row["max_relative_difference"] == max(checks["gpu"]["error"], checks["cpu_prange"]["error"])
+
+
+@needs_opencl
+def test_opencl_gpu_fails_on_a_wrong_gpu_gradient_in_one_call_of_twenty(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch,
+                                                                       capsys: pytest.CaptureFixture) -> None:
+    import opencl_gpu
+
+    autodiff, perturb = iz.autodiff, perturb_call(12)
+
+    def wrong_on_the_gpu(kernel: iz.Kernel, *args: Any, **options: Any) -> Any:
+        returned = autodiff(kernel, *args, **options)
+        if kernel is opencl_gpu.gmm_prange and options.get("backend") == "opencl":
+            perturb(args[1].shadow)  # d_means, in the 12th of the GPU's 21 calls
+        return returned
+    monkeypatch.setattr(iz, "autodiff", wrong_on_the_gpu)
+    output = tmp_path / "gpu.json"
+    assert opencl_gpu.main([*TINY_GPU_RUN, "--json", str(output)]) == 1
+    out, err = capsys.readouterr()
+    gmm_line = next(line for line in out.splitlines() if line.startswith("GMM gradient"))
+    assert MISMATCH in gmm_line and "gpu (opencl)" in gmm_line
+    assert "MISMATCH: GMM n=20 d=3 K=4 gradient, gpu (opencl)" in err and "exit status 1" in err
+    report = json.loads(output.read_text())
+    assert report["passed"] is False and report["bandwidth"]["check"]["passed"] is True
+    checks = report["gmm"][0]["check"]
+    assert checks["passed"] is False
+    assert checks["checks"]["gpu"]["passed"] is False and checks["checks"]["gpu"]["error"] > 1e-10
+    assert checks["checks"]["cpu"]["passed"] is checks["checks"]["cpu_prange"]["passed"] is True
+
+
+# --- fusion.py ------------------------------------------------------------------------------------------------
+
+@needs_opencl
+def test_fusion_fails_on_a_wrong_gradient(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import fusion
+
+    cases, perturb = fusion.cases, perturb_call(3)
+
+    def heat_only_wrong_with_fusion(quick: bool, heat_sizes: list[int]) -> list[Any]:
+        (case,) = cases(quick, heat_sizes)[1:]
+        call = case.call
+
+        def wrong() -> tuple[np.ndarray, ...]:
+            gradient = call()
+            if fusion.os.environ.get("ISOZYME_LOOP_FUSION") == "1":
+                perturb(gradient[0])  # the timed call of the "on" setting
+            return gradient
+        case.call = wrong
+        return [case]
+    monkeypatch.setattr(fusion, "cases", heat_only_wrong_with_fusion)
+    output = tmp_path / "fusion.json"
+    assert fusion.main(["--quick", "--repeats", "1", "--heat", "50", "--json", str(output)]) == 1
+    report = json.loads(output.read_text())
+    (case,) = report["cases"]
+    assert report["passed"] is False and case["on"]["check"]["passed"] is False
+    assert case["off"]["check"]["passed"] is True and case["off"]["check"]["calls"] == 3
+    assert case["fusion_check"]["passed"] is True  # the first calls agree: only the third "on" call is wrong
+
+
+# --- tape_bytes.py, optimizer_report.py, llvm_backend.py ---------------------------------------------------
+
+def test_tape_bytes_checks_the_measured_gradient(monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture) -> None:
+    import tape_bytes
+
+    assert tape_bytes.main(["--n", "6", "--steps", "2"]) == 0
+    assert capsys.readouterr().out.count(" ok (") == 4
+    run, perturb = tape_bytes._run, perturb_call(2)
+
+    def wrong(function: Any, args: tuple) -> object:
+        value = run(function, args)
+        if isinstance(args[1], np.ndarray):  # a gradient's run (the primal's second argument is a float)
+            perturb(args[1])  # the first shadow, in the second gradient measured (heat, opt="pre")
+        return value
+    monkeypatch.setattr(tape_bytes, "_run", wrong)
+    assert tape_bytes.main(["--n", "6", "--steps", "2"]) == 1
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith(("heat", "euler"))]
+    assert [MISMATCH in row for row in rows] == [False, True, False, False]
+
+
+def test_optimizer_report_checks_the_timed_modules(monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture) -> None:
+    import optimizer_report
+
+    assert optimizer_report.main(["--repeat", "1"]) == 0
+    run_function = optimizer_report.interpreter.run_function
+    monkeypatch.setattr(optimizer_report.interpreter, "run_function",
+                        lambda *args, **kwargs: run_function(*args, **kwargs) * (1.0 + 1e-6))
+    assert optimizer_report.main(["--repeat", "2"]) == 1
+    out = capsys.readouterr().out
+    assert f"{MISMATCH}: GMM objective after O2" in out and "over 2 call(s)" in out
+
+
+def test_llvm_backend_checks_every_gmm_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Section 4 in process (the others start fresh processes): every call of every variant is checked."""
+    import llvm_backend
+
+    monkeypatch.setattr(llvm_backend, "CHECKS", {})
+    llvm_backend.measure_gmm([(2, 3, 10)], min_time=0.0, min_rounds=3)
+    checks = llvm_backend.CHECKS
+    assert all(check.passed and check.calls >= 4 for check in checks.values()) and "gmm d=2 K=3 n=10 isozyme" in checks
+    assert llvm_backend.exit_status(checks.values(), "llvm_backend.py") == 0
+    gmm = sys.modules["isozyme_example_gmm"]
+    objective, calls = gmm.gmm_objective, [0]
+
+    def wrong_in_the_fourth_call(*args: Any) -> float:
+        calls[0] += 1
+        return objective(*args) * (1.0 + 1e-6 * (calls[0] == 4))
+    monkeypatch.setattr(gmm, "gmm_objective", wrong_in_the_fourth_call)
+    monkeypatch.setattr(llvm_backend, "CHECKS", {})
+    llvm_backend.measure_gmm([(2, 3, 10)], min_time=0.0, min_rounds=3)
+    checks = llvm_backend.CHECKS
+    assert not checks["gmm d=2 K=3 n=10 isozyme"].passed and checks["gmm d=2 K=3 n=10 numpy"].passed
+    assert llvm_backend.exit_status(checks.values(), "llvm_backend.py") == 1
