@@ -36,15 +36,16 @@ def pytest_configure(config: object) -> None:
     os.environ["ISOZYME_CACHE_DIR"] = tempfile.mkdtemp(prefix="isozyme-test-cache-")
 
 
-OPENCL_MODULES = frozenset({"test_opencl_backend.py", "test_opencl_parallel.py", "test_device_arrays.py",
-                            "test_opencl_conformance.py"})
-"""Test modules about the OpenCL backend: every test in them is marked `opencl`."""
+OPENCL_MODULES = frozenset({"test_device_arrays.py"})
+"""Test modules about the OpenCL backend besides those named `*opencl*`: every test in them is marked `opencl`."""
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark `opencl` every test that runs OpenCL code: the tests of `OPENCL_MODULES`, and every test
-    parametrized with the opencl backend (its id names it: `post-opencl`, `[opencl]`). `python -m pytest -m
-    opencl` with `ISOZYME_OPENCL_DEVICE=<device>` is the GPU conformance run (README)."""
+    """Mark `opencl` every test that runs OpenCL code: the tests of the modules named `*opencl*` and of
+    `OPENCL_MODULES`, and every test parametrized with the opencl backend (its id names it: `post-opencl`,
+    `[opencl]`). `python -m pytest -m opencl` with `ISOZYME_OPENCL_DEVICE=<device>` is the GPU conformance
+    run (README, docs/parallel.md)."""
     for item in items:
-        if Path(str(item.fspath)).name in OPENCL_MODULES or "opencl" in item.name.lower():
+        module = Path(str(item.fspath)).name
+        if "opencl" in module or module in OPENCL_MODULES or "opencl" in item.name.lower():
             item.add_marker(pytest.mark.opencl)
