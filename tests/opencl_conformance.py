@@ -11,6 +11,8 @@ from __future__ import annotations
 import functools
 import os
 
+import pytest
+
 
 @functools.cache
 def on_gpu() -> bool:
@@ -32,3 +34,22 @@ def real_sizes() -> bool:
     """Do the conformance tests use the real sizes (ADBench's, 100k work items)?"""
     given = os.environ.get("ISOZYME_CONFORMANCE_SIZES")
     return given == "real" if given else on_gpu()
+
+
+def opencl_missing() -> str | None:
+    """Why the OpenCL backend cannot run here, or None."""
+    try:
+        import pyopencl  # noqa: F401
+    except ImportError:
+        return "the opencl backend needs pyopencl"
+    from isozyme.runtime.opencl_backend import OpenCLUnavailable, device
+    try:
+        device()
+    except OpenCLUnavailable as error:  # pragma: no cover - depends on the machine
+        return f"no OpenCL device: {error}"
+    return None
+
+
+OPENCL_MISSING = opencl_missing()
+needs_opencl = pytest.mark.skipif(OPENCL_MISSING is not None, reason=OPENCL_MISSING or "")
+"""Marks a test that needs a working OpenCL device (it says why it skipped)."""

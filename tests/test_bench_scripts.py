@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from opencl_conformance import needs_opencl
 
 import isozyme as iz
 from isozyme.benchmark_checks import MISMATCH
@@ -27,22 +28,6 @@ TINY_GPU_RUN = ["--n", "4096", "--shared", "4096", "--naive", "1024", "--gmm", "
 """opencl_gpu.py at sizes PoCL runs in seconds."""
 
 
-def _opencl_missing() -> str | None:
-    """Why the OpenCL backend cannot run here, or None."""
-    try:
-        import pyopencl  # noqa: F401
-    except ImportError:
-        return "the opencl backend needs pyopencl"
-    from isozyme.runtime.opencl_backend import OpenCLUnavailable, device
-    try:
-        device()
-    except OpenCLUnavailable as error:  # pragma: no cover - depends on the machine
-        return f"no OpenCL device: {error}"
-    return None
-
-
-OPENCL_MISSING = _opencl_missing()
-needs_opencl = pytest.mark.skipif(OPENCL_MISSING is not None, reason=OPENCL_MISSING or "")
 
 
 def perturb_call(number: int) -> Callable[[np.ndarray], None]:

@@ -36,6 +36,7 @@ import pytest
 import test_gradient_fuzz as fuzz  # its problem builder and reverse-mode runner
 from example_modules import load_example
 from hypothesis import given, settings
+from opencl_conformance import needs_opencl
 from test_examples import O2_CASES
 
 import isozyme as iz
@@ -46,22 +47,6 @@ SETTINGS = ("0", "1")
 """`ISOZYME_LOOP_FUSION` off, then on."""
 
 
-def _has_opencl() -> str | None:
-    """Why the OpenCL backend cannot run here, or None."""
-    try:
-        import pyopencl  # noqa: F401
-    except ImportError:
-        return "the opencl backend needs pyopencl"
-    from isozyme.runtime.opencl_backend import OpenCLUnavailable, device
-    try:
-        device()
-    except OpenCLUnavailable as error:  # pragma: no cover - depends on the machine
-        return f"no OpenCL device: {error}"
-    return None
-
-
-OPENCL_MISSING = _has_opencl()
-needs_opencl = pytest.mark.skipif(OPENCL_MISSING is not None, reason=OPENCL_MISSING or "")
 BACKENDS = ["interp", "llvm", pytest.param("opencl", marks=needs_opencl)]
 
 
