@@ -662,6 +662,15 @@ def subtract_scatter(y: Array[f64], x: Array[f64], idx: Array[i64]):
         y[idx[i]] -= x[i]  # an accumulation: atomic (repeated indices are fine)
 
 
+@iz.kernel
+def local_scatter(out: Array[f64], x: Array[f64], idx: Array[i64]):
+    t = iz.zeros(len(out), f64)
+    for i in iz.prange(len(x)):
+        t[idx[i]] = x[i]  # a local array: not the user's promise, and idx may repeat
+    for j in range(len(out)):
+        out[j] = t[j]
+
+
 def test_a_subtracting_accumulation_is_atomic() -> None:
     """`y[idx[i]] -= x[i]` with indices repeated: one atomic add of -x[i] per work item, as llvm's sum (the
     reverse of `x[i] - means[k]` in the GMM gradient was such a subtraction, left a racing load and store)."""
@@ -692,6 +701,8 @@ SERIAL_CASES = [
      r"runs serially: %s\S* is carried from one iteration to the next"),
     ("read_modify_write", scaled_scatter, lambda r: (r.normal(size=50), r.normal(size=N), r.integers(0, 50, N)),
      r"runs serially: its iterations may read and write the same elements of %y"),
+    ("local_scatter", local_scatter, lambda r: (np.zeros(50), r.normal(size=N), r.integers(0, 50, N)),
+     r"runs serially: every iteration writes the local array %t"),
 ]
 
 

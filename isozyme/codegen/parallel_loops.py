@@ -284,7 +284,9 @@ def _check_body(loop: Loop) -> dict[Instruction, str]:
             scratch[array] = "private"  # type: ignore[index]
             continue
         uses = [u for u in array.users if u.block is not None and u.block in loop]
-        if _may_race({u.op for u in uses}) and _owner_position(array, loop, None) is None:
+        ops = {u.op for u in uses}
+        racy = Op.STORE in ops or {Op.LOAD, Op.ATOMIC_ADD} <= ops  # a local array is no `prange` promise
+        if racy and _owner_position(array, loop, None) is None:
             raise NotParallel(f"every iteration writes the local array %{array.name or 'array'}")
         if any(u.op is Op.CALL for u in uses):
             raise NotParallel(f"it passes the local array %{array.name or 'array'} to a call")
@@ -292,8 +294,8 @@ def _check_body(loop: Loop) -> dict[Instruction, str]:
 
 
 def _may_race(ops: set[Op]) -> bool:
-    """Do these accesses to one array by every iteration conflict unless each has elements of its own?
-    Loads alone do not, atomic adds alone commute, and stores alone are what `prange` promises apart."""
+    """Do these accesses to an argument array by every iteration conflict unless each has elements of its
+    own? Loads alone do not, atomic adds alone commute, and stores alone are what `prange` promises apart."""
     return (Op.STORE in ops and len(ops & {Op.LOAD, Op.ATOMIC_ADD}) > 0) or {Op.LOAD, Op.ATOMIC_ADD} <= ops
 
 
