@@ -18,6 +18,8 @@ import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from isozyme.ssa.types import allocation_failure
+
 
 def _as_float(word: int) -> float:
     """The f64 whose bits are the 64-bit payload word `word`."""
@@ -54,7 +56,9 @@ def _negative_extent(site: ErrorSite, payload: Sequence[int]) -> Exception:
 
 def _out_of_memory(site: ErrorSite, payload: Sequence[int]) -> Exception:
     shape = tuple(payload[:site.details["rank"]])
-    return MemoryError(f"cannot allocate a local array of shape {shape}")
+    if "itemsize" not in site.details:  # a grow: its one extent
+        return MemoryError(f"cannot allocate a local array of shape {shape}")
+    return MemoryError(allocation_failure(shape, str(site.details["element"]), int(site.details["itemsize"])))  # type: ignore
 
 
 def _assertion(site: ErrorSite, payload: Sequence[int]) -> Exception:

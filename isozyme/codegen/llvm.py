@@ -44,7 +44,7 @@ from llvmlite import ir
 from isozyme.codegen.abi import CodegenOptions
 from isozyme.codegen.error_sites import ErrorSite, register_site
 from isozyme.ssa.cfg import reverse_post_order
-from isozyme.ssa.ir import Block, Constant, Function, Instruction, Module, Value, is_growable_alloc
+from isozyme.ssa.ir import CHECKED, Block, Constant, Function, Instruction, Module, Value, is_growable_alloc
 from isozyme.ssa.ops import Op
 from isozyme.ssa.types import ArrayType, ScalarType, Type
 
@@ -333,7 +333,7 @@ class FunctionEmitter:
         struct = self.operand(array)
         extents = [b.extract_value(struct, 1 + axis) for axis in range(len(indices))]
         index_values = [self.operand(i) for i in indices]
-        if self.module.options.boundscheck:
+        if self.module.options.boundscheck or CHECKED in inst.flags:
             in_bounds = [b.icmp_unsigned("<", i, n) for i, n in zip(index_values, extents)]
             ok = in_bounds[0]
             for condition in in_bounds[1:]:
@@ -597,12 +597,22 @@ def _byte_size(em: FunctionEmitter, element: ScalarType, extents: list[ir.Value]
     return size, overflow
 
 
+def _allocation_details(alloc: Instruction, extents: list[ir.Value]) -> dict[str, object]:
+    """What an out-of-memory site of `alloc` names: the shape's rank, the element type and its size."""
+    element = alloc.type.element  # type: ignore[attr-defined]
+    return {"rank": len(extents), "element": str(element), "itemsize": element_size(element)}
+
+
 def _lower_alloc(em: FunctionEmitter, inst: Instruction) -> ir.Value | None:
     """A local array: checked extents, one malloc (calloc when `zeroed`) chained for the frees at exit. A
     growable one is stored in its descriptor, which its uses read (`FunctionEmitter.operand`)."""
     b = em.builder
     extents = em.operands(inst)
     _check_extents(em, inst, extents)
+    if not inst.uses:  # kept by the optimizer for its checks only (`optimize/dead_code_elimination.py`)
+        _, overflow = _byte_size(em, inst.type.element, extents)  # type: ignore[attr-defined]
+        em.check(b.not_(overflow), inst, "out-of-memory", extents, **_allocation_details(inst, extents))
+        return None
     array = em.make_array(inst.type, [_allocate_local(em, inst, inst, extents), *extents])  # type: ignore[arg-type]
     descriptor = em.descriptors.get(inst)
     if descriptor is None:
@@ -624,7 +634,7 @@ def _allocate_local(em: FunctionEmitter, inst: Instruction, alloc: Instruction, 
     else:
         block = b.call(em.module.declare("malloc", ir.FunctionType(POINTER, [I64])), [total])
     allocated = b.and_(b.not_(overflow), b.icmp_unsigned("!=", block, ir.Constant(POINTER, None)))
-    em.check(allocated, inst, "out-of-memory", extents, rank=len(extents))
+    em.check(allocated, inst, "out-of-memory", extents, **_allocation_details(alloc, extents))
     assert em.alloc_head is not None
     b.store(b.load(em.alloc_head, typ=POINTER), b.bitcast(block, ir.PointerType(POINTER)))
     b.store(block, em.alloc_head)
@@ -647,7 +657,7 @@ def _lower_view(em: FunctionEmitter, inst: Instruction) -> ir.Value:
     size, overflow = _byte_size(em, element, extents)
     room = b.mul(b.sub(b.extract_value(arena, 1), offset), ir.Constant(I64, 8))
     fits = b.and_(b.not_(overflow), b.icmp_signed("<=", size, room))
-    em.check(fits, inst, "out-of-memory", extents, rank=len(extents))
+    em.check(fits, inst, "out-of-memory", extents, **_allocation_details(inst, extents))
     words = b.gep(b.extract_value(arena, 0), [offset], inbounds=True, source_etype=I64)
     if "zeroed" in inst.flags:
         memset = em.module.declare("llvm.memset.p0i8.i64", ir.FunctionType(ir.VoidType(), [POINTER, I8, I64, I1]))

@@ -40,9 +40,9 @@ from isozyme.codegen.address_spaces import FunctionVersions, Spaces, version_nam
 from isozyme.codegen.error_sites import PAYLOAD_WORDS, ErrorSite, register_site
 from isozyme.codegen.out_of_ssa import Copy, OutOfSSA, Temporary
 from isozyme.ssa.cfg import reverse_post_order
-from isozyme.ssa.ir import Block, Constant, Function, Instruction, Phi, Value
+from isozyme.ssa.ir import CHECKED, Block, Constant, Function, Instruction, Phi, Value
 from isozyme.ssa.ops import Op
-from isozyme.ssa.types import ArrayType, ScalarType, Type
+from isozyme.ssa.types import LARGEST_SIZE, ArrayType, ScalarType, Type
 
 
 class CodegenError(Exception):
@@ -490,7 +490,7 @@ def _flat_index(r: FunctionRenderer, inst: Instruction, array: Value, indices: t
     """The row-major element offset; in checked mode every index is checked first."""
     names = [r.name(i) for i in indices]
     extents = r.extents(array)
-    if r.lang.options.boundscheck:
+    if r.lang.options.boundscheck or CHECKED in inst.flags:
         ok = " && ".join(f"0 <= {i} && {i} < {d}" for i, d in zip(names, extents, strict=True))
         r.check(ok, inst, "index", [*names, *extents], rank=len(names))
     offset = names[0]
@@ -538,16 +538,51 @@ def _uninitialized_fill(r: FunctionRenderer, element: ScalarType) -> str:
     return "1"
 
 
+def check_shape(r: FunctionRenderer, inst: Instruction, extents: list[Value]) -> None:
+    """ValueError (the interpreter's) for a negative extent of an `alloc` or `view`, then MemoryError for a
+    size in bytes over `LARGEST_SIZE` (`check_size`)."""
+    names = [r.name(v) for v in extents]
+    if all(isinstance(v, Constant) for v in extents):  # decided here
+        shape = [int(v.value) for v in extents]  # type: ignore[attr-defined]
+        if any(extent < 0 for extent in shape):
+            r.check("false", inst, "negative-extent", names, rank=len(names))
+        elif inst.type.element.numpy_dtype.itemsize * math.prod(shape) > LARGEST_SIZE:  # type: ignore[attr-defined]
+            r.check("false", inst, "out-of-memory", names, **size_details(inst, len(names)))
+        return
+    r.check(" && ".join(f"{e} >= 0" for e in names), inst, "negative-extent", names, rank=len(names))
+    check_size(r, inst, names)
+
+
+def check_size(r: FunctionRenderer, inst: Instruction, extents: list[str]) -> None:
+    """MemoryError unless an array of `extents` (not negative) of `inst`'s element type has at most
+    `LARGEST_SIZE` bytes, tested before any size is computed (it could wrap): they fit when one extent is
+    0, or each is at most what the limit divided by the ones before it leaves."""
+    itemsize = inst.type.element.numpy_dtype.itemsize  # type: ignore[attr-defined]
+    r.emit(f"{{ long left = {LARGEST_SIZE // itemsize}L, fits = {' || '.join(f'{e} == 0' for e in extents)};")
+    for extent in extents:
+        r.emit(f"  if ({extent} > left) left = -1; else if ({extent} > 0) left /= {extent};")
+    r.check("fits || left >= 0", inst, "out-of-memory", extents, **size_details(inst, len(extents)))
+    r.emit("}")
+
+
+def size_details(inst: Instruction, rank: int) -> dict[str, object]:
+    """What an out-of-memory site of an array of `inst`'s type names (`error_sites.py`)."""
+    element: ScalarType = inst.type.element  # type: ignore[attr-defined]
+    return {"rank": rank, "element": str(element), "itemsize": element.numpy_dtype.itemsize}
+
+
 def _lower_alloc(r: FunctionRenderer, inst: Instruction) -> None:
     """A private C array sized by the constant extents, filled as the interpreter fills it; with run-time
-    extents, or growable (a tape, `_lower_grow`), a block of the device heap (`_heap_alloc`)."""
+    extents, or growable (a tape, `_lower_grow`), a block of the device heap (`_heap_alloc`). An alloc that
+    nothing uses only checks its shape."""
+    if not inst.uses:
+        return check_shape(r, inst, inst.operands)
     if "growable" in inst.flags or not all(isinstance(v, Constant) for v in inst.operands):
         return _heap_alloc(r, inst)
     shape = [int(v.value) for v in inst.operands]  # type: ignore[attr-defined]
     name = r.names[inst]
-    if any(extent < 0 for extent in shape):
-        r.check("false", inst, "negative-extent", [str(e) for e in shape], rank=len(shape))
-        return
+    if any(extent < 0 for extent in shape) or inst.type.element.numpy_dtype.itemsize * math.prod(shape) > LARGEST_SIZE:  # type: ignore[attr-defined]
+        return check_shape(r, inst, inst.operands)
     size = math.prod(shape)
     element: ScalarType = inst.type.element  # type: ignore[attr-defined]
     storage = r.lang.storage(element)
@@ -572,7 +607,7 @@ def _heap_alloc(r: FunctionRenderer, inst: Instruction) -> None:
     r.lang.uses_heap = True
     name = r.names[inst]
     extents = [r.name(v) for v in inst.operands]
-    r.check(" && ".join(f"{e} >= 0" for e in extents), inst, "negative-extent", extents, rank=len(extents))
+    check_shape(r, inst, inst.operands)
     element: ScalarType = inst.type.element  # type: ignore[attr-defined]
     storage = r.lang.storage(element)
     count = " * ".join(f"{name}_d{k}" for k in range(len(extents)))
@@ -582,7 +617,7 @@ def _heap_alloc(r: FunctionRenderer, inst: Instruction) -> None:
     r.emit(f"  long at = atom_add((volatile __global long*)(err + ({HEAP_TOP})), words);")
     r.emit(f"  {name} = (__global {storage}*)(heap + at);")
     r.emit(f"  if (at + words > err[{HEAP_WORDS}]) {name} = 0; }}")
-    r.check(f"{name} != 0", inst, "out-of-memory", extents, rank=len(extents))
+    r.check(f"{name} != 0", inst, "out-of-memory", extents, **size_details(inst, len(extents)))
     fill = "0" if "zeroed" in inst.flags else _uninitialized_fill(r, element)
     r.emit(f"for (long k = 0; k < {count}; k++) {name}[k] = ({storage}){fill};")
     return None
@@ -596,16 +631,15 @@ def _lower_view(r: FunctionRenderer, inst: Instruction) -> None:
     *extent_values, arena, offset = inst.operands
     name = r.names[inst]
     extents = [r.name(v) for v in extent_values]
-    unknown = [f"{e} >= 0" for v, e in zip(extent_values, extents) if not isinstance(v, Constant) or v.value < 0]  # type: ignore[attr-defined]
-    if unknown:
-        r.check(" && ".join(unknown), inst, "negative-extent", extents, rank=len(extents))
+    check_shape(r, inst, extent_values)
     for k, extent in enumerate(extents):
         r.emit(f"{name}_d{k} = {extent};")
     element: ScalarType = inst.type.element  # type: ignore[attr-defined]
     storage = r.lang.storage(element)
     count = " * ".join(f"{name}_d{k}" for k in range(len(extents)))
     words = f"({count} * (long)sizeof({storage}) + 7) / 8"
-    r.check(f"{r.name(offset)} + {words} <= {r.name(arena)}_d0", inst, "out-of-memory", extents, rank=len(extents))
+    r.check(f"{r.name(offset)} + {words} <= {r.name(arena)}_d0", inst, "out-of-memory", extents,
+            **size_details(inst, len(extents)))
     r.emit(f"{name} = ({r.lang.pointer(inst.type, r.spaces.get(arena))})({r.name(arena)} + {r.name(offset)});")  # type: ignore[arg-type]
     if "zeroed" in inst.flags:
         r.emit(f"for (long k = 0; k < {count}; k++) {name}[k] = ({storage})0;")

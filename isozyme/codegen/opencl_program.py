@@ -52,6 +52,8 @@ from isozyme.codegen.opencl import (
     _flat_index,
     _lower_alloc,
     _uninitialized_fill,
+    check_shape,
+    check_size,
 )
 from isozyme.codegen.out_of_ssa import OutOfSSA, out_of_ssa
 from isozyme.codegen.parallel_loops import ParallelLoop, live_ins, plan_parallel_loops
@@ -82,6 +84,8 @@ class AllocSite:
     """Its element type ("f64", ...)."""
     fill: float | int | bool
     """What a fresh array holds (0 with the `zeroed` flag)."""
+    location: str | None = None
+    """`file:line:col` of the alloc, for a device that cannot hold it."""
 
 
 @dataclass
@@ -244,7 +248,7 @@ class SerialRenderer(FunctionRenderer):
         self.site_of[alloc] = len(self.allocs)
         element: ScalarType = alloc.type.element  # type: ignore[attr-defined]
         fill = 0 if "zeroed" in alloc.flags else _uninitialized_fill_value(element)
-        self.allocs.append(AllocSite(str(element), fill))
+        self.allocs.append(AllocSite(str(element), fill, str(alloc.loc) if alloc.loc else None))
 
     def target(self, source: Block, successor: Block) -> str:
         loop = self.by_header.get(successor)
@@ -330,6 +334,7 @@ class SerialRenderer(FunctionRenderer):
                    "never ends")
         for alloc, kind in loop.scratch.items():  # one copy per work item
             count = scratch_count(self, alloc, kind)
+            check_size(self, alloc, [trip, f"({count})"])
             self.yield_to_host(ALLOC, str(self.site_of[alloc]), f"({count}) * {trip}", "1" if kind == "inner" else "0")
         for reduction in loop.reductions:
             self.emit(f"ctl[{REDUCTIONS + reduction.slot}] = 0;")
@@ -371,15 +376,6 @@ def _uninitialized_fill_value(element: ScalarType) -> float | int | bool:
     return True
 
 
-def check_extents(r: FunctionRenderer, inst: Instruction) -> None:
-    """ValueError (the interpreter's) for a negative extent of an `alloc`."""
-    extents = [r.name(v) for v in inst.operands]
-    tests = ["false" if isinstance(v, Constant) else f"{e} >= 0" for v, e in zip(inst.operands, extents, strict=True)
-             if not isinstance(v, Constant) or v.value < 0]  # type: ignore[attr-defined]
-    if tests:
-        r.check(" && ".join(tests), inst, "negative-extent", extents, rank=len(extents))
-
-
 def _serial_alloc(r: FunctionRenderer, inst: Instruction) -> None:
     """In the serial kernel: extents, then ask the host for the site's buffer, filled."""
     assert isinstance(r, SerialRenderer)
@@ -387,7 +383,9 @@ def _serial_alloc(r: FunctionRenderer, inst: Instruction) -> None:
         return _lower_alloc(r, inst)
     name = r.names[inst]
     extents = [r.name(v) for v in inst.operands]
-    check_extents(r, inst)
+    check_shape(r, inst, inst.operands)
+    if not inst.uses:  # kept for its checks only (`optimize/dead_code_elimination.py`)
+        return None
     for k, extent in enumerate(extents):
         r.emit(f"{name}_d{k} = {extent};")
     count = " * ".join(f"{name}_d{k}" for k in range(len(extents)))
@@ -608,7 +606,7 @@ def _body_alloc(r: FunctionRenderer, inst: Instruction) -> None:
     if inst not in r.loop.scratch:
         return _lower_alloc(r, inst)
     name = r.names[inst]
-    check_extents(r, inst)
+    check_shape(r, inst, inst.operands)
     for k, extent in enumerate(inst.operands):
         r.emit(f"{name}_d{k} = {r.name(extent)};")
     count = scratch_count(r, inst, "inner")

@@ -25,7 +25,7 @@ from isozyme.frontend.diagnostics import CompileError, KernelSource
 from isozyme.frontend.lowering import MISSING, KernelLowering
 from isozyme.frontend.ssa_construction import WidenVariable
 from isozyme.ssa.builder import make_function
-from isozyme.ssa.ir import CUSTOM_JVP_FLAG, CUSTOM_VJP_FLAG, NOINLINE, Function, Module
+from isozyme.ssa.ir import CUSTOM_JVP_FLAG, CUSTOM_VJP_FLAG, NOINLINE, Function, Module, mark_checked
 from isozyme.ssa.types import VOID, Type
 
 MAX_TYPE_ROUNDS = 64
@@ -123,6 +123,8 @@ class ModuleCompiler:
         self.functions[definition] = function
         if definition.options.get("inline") is False:
             function.flags.add(NOINLINE)
+        if definition.options.get("boundscheck"):  # checked wherever its code goes (inlined too)
+            mark_checked(function)
         for option, flag in (("custom_vjp", CUSTOM_VJP_FLAG), ("custom_jvp", CUSTOM_JVP_FLAG)):
             rule = definition.options.get(option)
             if rule is not None:  # a custom derivative: lowered into the module, named by a flag (enzyme_ad/custom.py)

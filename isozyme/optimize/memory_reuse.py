@@ -47,8 +47,10 @@ function starts: the extents' computations are repeated at the start of the entr
 arguments do not change during a call, nor do array arguments' shapes, and the ops are pure), each slot's
 size is the largest of its buffers' sizes rounded up to `ARENA_ALIGNMENT`, the offsets are prefix sums,
 and one `alloc i64[total_words]` holds them all; each placed `alloc` becomes a `view` of the same type,
-extents and flags at its slot's offset. Extents that are negative count as 0 in the sizes; the view raises
-for them where the alloc would have (the backends report it as the alloc's failure).
+extents and flags at its slot's offset. Extents that are negative count as 0 in the sizes, and a buffer of
+more than `LARGEST_BUFFER` bytes (or whose size overflows) as 0 words; the view raises for them where the
+alloc would have (the backends report it as the alloc's failure, with its shape). An alloc that nothing
+uses is not a buffer: it only checks its shape (`dead_code_elimination.py`).
 
 Why the placed program computes what the unplaced one does. Every buffer lies inside its slot (a slot is
 as large as its largest buffer at this call's sizes) and slots do not overlap, so two buffers share bytes
@@ -76,6 +78,7 @@ from itertools import combinations
 
 import numpy as np
 
+from isozyme.optimize.value_ranges import value_range
 from isozyme.ssa.builder import Builder
 from isozyme.ssa.cfg import post_order, predecessors, reverse_post_order
 from isozyme.ssa.interpreter import RUNTIME_ERRORS
@@ -84,13 +87,18 @@ from isozyme.ssa.loops import LoopNest
 from isozyme.ssa.ops import OP_INFO, Op
 from isozyme.ssa.printer import Namer
 from isozyme.ssa.semantics import SEMANTICS, evaluate
-from isozyme.ssa.types import I64
+from isozyme.ssa.types import F64, I64
 
 ARENA_ALIGNMENT = 64
 """Bytes: every offset is a multiple of it (a cache line, and enough for any vector load)."""
 
 WORD = 8
 """Bytes of one arena word (the arena is an `i64` array; view offsets count words)."""
+
+LARGEST_BUFFER = 2**52
+"""Bytes (4 PiB, beyond any memory): a buffer larger than this takes no room in the arena, and its view
+fails as its alloc would (out of memory, or a size that overflows). So the arena's size cannot wrap
+(below 2**11 slots)."""
 
 ZEROED = "zeroed"
 """The flag of an `alloc` that fills its array with zeros (`iz.zeros`); a plain one leaves it undefined."""
@@ -595,7 +603,8 @@ def _buffer(alloc: Instruction, liveness: Liveness, nest: LoopNest, extents: _Ex
 
 def _buffers(function: Function, sizes: Mapping[str, ArgumentValue] | Sequence[ArgumentValue] | None
              ) -> list[Buffer]:
-    allocs = [inst for block in reverse_post_order(function) for inst in block.instructions if inst.op is Op.ALLOC]
+    allocs = [inst for block in reverse_post_order(function) for inst in block.instructions
+              if inst.op is Op.ALLOC and inst.uses]  # an unused alloc only checks its shape (dce)
     liveness = Liveness(function, {alloc: aliases(alloc) for alloc in allocs})
     nest, namer = LoopNest(function), Namer(function)
     extents = _ExtentEvaluator(_argument_values(function, sizes))
@@ -651,15 +660,35 @@ class _EntryClones:
         return self.builder.emit(op, a, b)
 
     def words(self, buffer: Buffer) -> Value:
-        """The buffer's bytes (negative extents as 0) rounded up to `ARENA_ALIGNMENT`, in words."""
+        """The buffer's bytes (negative extents as 0) rounded up to `ARENA_ALIGNMENT`, in words; 0 when
+        they exceed `LARGEST_BUFFER` (the view then fails as its alloc would, and no sum can wrap)."""
         if buffer.formula not in self.sizes:
             alloc: Instruction = buffer.alloc  # type: ignore[assignment]
-            size: Value | int = alloc.type.element.numpy_dtype.itemsize  # type: ignore[attr-defined]
-            for extent in alloc.operands:
-                size = self.integer(Op.IMUL, size, self.integer(Op.IMAX, self.value(extent), 0))
+            itemsize: int = alloc.type.element.numpy_dtype.itemsize  # type: ignore[attr-defined]
+            extents = [self.integer(Op.IMAX, self.value(extent), 0) for extent in alloc.operands]
+            size: Value | int = itemsize
+            for extent in extents:
+                size = self.integer(Op.IMUL, size, extent)
             chunks = self.integer(Op.IFLOORDIV, self.integer(Op.IADD, size, ARENA_ALIGNMENT - 1), ARENA_ALIGNMENT)
-            self.sizes[buffer.formula] = self.integer(Op.IMUL, chunks, ARENA_ALIGNMENT // WORD)
+            words = self.integer(Op.IMUL, chunks, ARENA_ALIGNMENT // WORD)
+            self.sizes[buffer.formula] = self._unless_too_large(words, itemsize, extents)
         return self.sizes[buffer.formula]
+
+    def _unless_too_large(self, words: Value, itemsize: int, extents: list[Value]) -> Value:
+        """`words`, or 0 when `itemsize` times the extents exceeds `LARGEST_BUFFER`: decided here when
+        the extents' ranges decide it (`value_ranges.py`), else by a product computed at run time in f64
+        (it cannot wrap; its rounding does not matter that far from any real memory)."""
+        ranges = [value_range(extent) for extent in extents]
+        if all(r is not None for r in ranges):  # bounds of every run: decided here
+            low, high = (itemsize * math.prod(r[k] for r in ranges) for k in (0, 1))  # type: ignore[index]
+            if high <= LARGEST_BUFFER or low > LARGEST_BUFFER:
+                return words if high <= LARGEST_BUFFER else Constant(I64, 0)
+        b = self.builder
+        size: Value = Constant(F64, float(itemsize))
+        for extent in extents:
+            size = b.emit(Op.FMUL, size, b.emit(Op.SITOFP, extent, type=F64))
+        too_large = b.emit(Op.FCMP_OGT, size, Constant(F64, float(LARGEST_BUFFER)))
+        return b.emit(Op.SELECT, too_large, Constant(I64, 0), words)
 
 
 def place_in_arena(function: Function) -> bool:

@@ -37,7 +37,7 @@ from isozyme.optimize.loop_fusion import fusion_enabled
 from isozyme.optimize.pass_manager import PassOptions, run_passes
 from isozyme.runtime import compile_log, race_detector
 from isozyme.runtime.arguments import Parameter, check_arguments
-from isozyme.ssa.ir import Function, Module
+from isozyme.ssa.ir import Function, Module, mark_checked
 from isozyme.ssa.printer import print_module
 from isozyme.ssa.verifier import verify
 
@@ -126,6 +126,9 @@ class Kernel:
             module, function = lower_kernel(self.definition, static_reads)
         except CompileError as error:
             raise error.with_traceback(None) from None  # the user's frames only, not the compiler's
+        if self.boundscheck():
+            for callee in module.functions.values():
+                mark_checked(callee)
         if verify_ir:
             verify(module)
         if "ssa" in _print_ir_request():

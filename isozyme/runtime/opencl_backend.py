@@ -85,6 +85,8 @@ class Device:
     is_gpu: bool
     float_atomics: bool = False
     """Has `cl_ext_float_atomics` and OpenCL C 3.0."""
+    largest_buffer: int = 2**63 - 1
+    """`CL_DEVICE_MAX_MEM_ALLOC_SIZE`: the most bytes of one buffer."""
 
 
 def _pyopencl() -> Any:
@@ -115,7 +117,7 @@ def device(selector: str | None = None) -> Device:
     platform, dev = chosen[0]
     context = cl.Context([dev])
     return Device(context, cl.CommandQueue(context), f"{platform.name}: {dev.name}", dev.max_compute_units,
-                  bool(dev.type & cl.device_type.GPU), _has_float_atomics(cl, dev))
+                  bool(dev.type & cl.device_type.GPU), _has_float_atomics(cl, dev), dev.max_mem_alloc_size)
 
 
 def _has_float_atomics(cl: Any, dev: Any) -> bool:
@@ -235,7 +237,7 @@ def compile_cached(name: str, module: Module, entry: str, pipeline: str, optimiz
 
 def _metadata(program: OpenCLProgram) -> dict[str, object]:
     return {"serial": program.serial, "loops": [[k.name, k.location, k.accumulators] for k in program.loops],
-            "allocs": [[a.element, a.fill] for a in program.allocs], "control_words": program.control_words,
+            "allocs": [[a.element, a.fill, a.location] for a in program.allocs], "control_words": program.control_words,
             "sites": [site.to_json() for site in program.sites], "serial_loops": program.serial_loops,
             "uses_heap": program.uses_heap}
 
@@ -245,7 +247,7 @@ def _decoded(entry: disk_cache.Entry) -> OpenCLProgram | None:
     try:
         return OpenCLProgram(entry.payload.decode(), str(meta["serial"]),
                              [LoopKernel(str(n), str(at), int(a)) for n, at, a in meta["loops"]],  # type: ignore
-                             [AllocSite(str(e), f) for e, f in meta["allocs"]],  # type: ignore
+                             [AllocSite(str(e), f, at) for e, f, at in meta["allocs"]],  # type: ignore
                              int(meta["control_words"]),  # type: ignore[call-overload]
                              [ErrorSite.from_json(site) for site in meta["sites"]],  # type: ignore
                              [str(reason) for reason in meta["serial_loops"]],  # type: ignore
@@ -273,10 +275,10 @@ class Runner:
         self.max_groups = GROUPS_PER_UNIT * where.units if where.is_gpu else 1 << 62
         """Work groups per parallel loop on a GPU (its work items then run several iterations each); a CPU
         device (PoCL vectorizes across work items) gets one work item per iteration."""
-        self.partials: tuple[Any, int] = (self._buffer("i64", 1), 1)
+        self.partials: tuple[Any, int] = (self._buffer(AllocSite("i64", 0), 1), 1)
         """The buffer of partial sums of the work groups, and its size in words."""
         words = heap_megabytes() << 17 if program.uses_heap else 1
-        self.heap: tuple[Any, int] = (self._buffer("i64", words), words)
+        self.heap: tuple[Any, int] = (self._buffer(AllocSite("i64", 0), words), words)
         """The device heap of called functions' local arrays, and its size in words."""
         self.counted: _CountedCall | None = None
         """What the call in progress counts (`counting()` active), else None."""
@@ -305,7 +307,7 @@ class Runner:
             else:
                 args.append(_SCALAR_DTYPES[str(ty)](value))
         while len(self.sites) < len(self.program.allocs):
-            self.sites.append((self._buffer(self.program.allocs[len(self.sites)].element, 1), 1))
+            self.sites.append((self._buffer(self.program.allocs[len(self.sites)], 1), 1))
         control = np.zeros(self.program.control_words, dtype=np.int64)
         control[HEAP_WORDS] = self.heap[1]
         control_buffer = cl.Buffer(where.context, flags.READ_WRITE | flags.COPY_HOST_PTR, hostbuf=control)
@@ -343,7 +345,7 @@ class Runner:
                     groups = min(-(-trip // GROUP_SIZE), self.max_groups)
                     words = groups * self.program.loops[number].accumulators
                     if words > self.partials[1]:
-                        self.partials = (self._buffer("i64", words), words)
+                        self.partials = (self._buffer(AllocSite("i64", 0), words), words)
                     self.loops[number](queue, (groups * GROUP_SIZE,), (GROUP_SIZE,) if words else None, *args,
                                        *(buffer for buffer, _ in self.sites), control, self.partials[0],
                                        self.heap[0], np.int64(trip))
@@ -356,14 +358,22 @@ class Runner:
             else:
                 raise RuntimeError(f"the serial kernel made an unknown request {kind}")
 
-    def _buffer(self, element: str, count: int) -> Any:
+    def _buffer(self, site: AllocSite, count: int) -> Any:
+        """A device buffer of `count` elements for the local arrays of `site`; MemoryError naming the
+        alloc's line when the device cannot hold it in one buffer."""
         cl = _pyopencl()
-        size = max(count, 1) * np.dtype(_SCALAR_DTYPES[element]).itemsize
+        size = max(count, 1) * np.dtype(_SCALAR_DTYPES[site.element]).itemsize
         opencl_counters.add("buffer_allocations")
-        try:
-            return cl.Buffer(self.where.context, cl.mem_flags.READ_WRITE, size)
-        except cl.Error as error:
-            raise MemoryError(f"cannot allocate a local array of {count} elements on the device: {error}") from None
+        problem = None
+        if size > self.where.largest_buffer:
+            problem = f"the device's largest buffer is {self.where.largest_buffer} bytes (CL_DEVICE_MAX_MEM_ALLOC_SIZE)"
+        else:
+            try:
+                return cl.Buffer(self.where.context, cl.mem_flags.READ_WRITE, size)
+            except cl.Error as error:
+                problem = str(error)
+        where = f"{site.location}: alloc: " if site.location else ""
+        raise MemoryError(f"{where}cannot allocate {size} bytes of local arrays on {self.where.name}: {problem}")
 
     def _fill(self, site: int, start: int, stop: int) -> None:
         if stop <= start:
@@ -380,7 +390,7 @@ class Runner:
         if self.counted is not None:
             self.counted.site_elements[site] = count
         if self.sites[site][1] < count:
-            self.sites[site] = (self._buffer(self.program.allocs[site].element, count), count)
+            self.sites[site] = (self._buffer(self.program.allocs[site], count), count)
         if fill:
             self._fill(site, 0, count)
 
@@ -388,7 +398,7 @@ class Runner:
         if self.counted is not None:
             self.counted.site_elements[site] = new
         cl = _pyopencl()
-        buffer = self._buffer(self.program.allocs[site].element, new)
+        buffer = self._buffer(self.program.allocs[site], new)
         itemsize = np.dtype(_SCALAR_DTYPES[self.program.allocs[site].element]).itemsize
         if old:
             cl.enqueue_copy(self.where.queue, buffer, self.sites[site][0], byte_count=old * itemsize)

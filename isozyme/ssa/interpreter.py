@@ -19,10 +19,14 @@ Execution model:
     of bounds, there is no Python wrap-around) and raise IndexError naming the index tuple and the shape.
   - `alloc` makes a new array (`alloc f64[%n, %m]`): zeros with the `zeroed` flag, otherwise filled with
     a value that makes reads of uninitialised memory visible: nan for floats, the dtype's minimum for
-    integers, True for i1. A negative extent raises ValueError.
+    integers, True for i1. A negative extent raises ValueError; a size in bytes over 2**63 - 1, or one
+    numpy cannot allocate, MemoryError naming the shape and the size. An alloc whose array nothing uses
+    only checks its shape (negative, over 2**63 - 1 bytes) and allocates nothing, as compiled code does:
+    the optimizer deletes an unused alloc only where it proves that check passes (`docs/bad_input.md`).
   - `view f64[%n, %m] %arena, %offset` is an array sharing the bytes of the i64 array %arena from word
-    %offset on (a numpy view, no copy), cleared with the `zeroed` flag; a negative extent raises
-    ValueError, bytes outside the arena MemoryError.
+    %offset on (a numpy view, no copy), cleared with the `zeroed` flag; it fails as its alloc would: a
+    negative extent raises ValueError, bytes outside the arena MemoryError (the arena counts an array
+    too large for memory as 0 bytes, `optimize/memory_reuse.py`).
   - `grow %t, %n` on a `growable` alloc %t: when n exceeds the extent, %t is rebound to a new array of
     extent max(n, 2 * extent) holding the old elements first and then what a fresh alloc holds; otherwise
     (n <= extent, n negative) nothing happens. Bounds checks see the current extent. A grow numpy cannot
@@ -38,6 +42,7 @@ Execution model:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -46,7 +51,7 @@ import numpy as np
 from isozyme.ssa.ir import Block, Constant, Function, Instruction, Phi, Value, canonical_scalar, is_growable_alloc
 from isozyme.ssa.ops import Op
 from isozyme.ssa.semantics import SEMANTICS, Scalar, apply_rule, evaluate
-from isozyme.ssa.types import ArrayType, ScalarType
+from isozyme.ssa.types import LARGEST_SIZE, ArrayType, ScalarType, allocation_failure
 
 __all__ = ["SEMANTICS", "Interpreter", "InterpreterError", "StepLimitExceeded", "check_arguments", "evaluate",
            "located", "run_function"]
@@ -310,25 +315,42 @@ def fresh_memory(alloc: Instruction, shape: tuple[int, ...]) -> np.ndarray:
     return np.full(shape, uninitialized_fill(element), dtype=element.numpy_dtype)
 
 
-def _exec_alloc(interp: Interpreter, inst: Instruction, env: Env) -> np.ndarray:
-    shape = tuple(_operands(inst, env))
-    if any(extent < 0 for extent in shape):  # type: ignore[operator]
+def _exec_alloc(interp: Interpreter, inst: Instruction, env: Env) -> np.ndarray | None:
+    """A fresh array; an alloc whose array nothing uses only checks its shape (module docstring)."""
+    shape: tuple[int, ...] = tuple(_operands(inst, env))  # type: ignore[assignment]
+    _check_shape(inst, shape)
+    if not inst.uses:
+        return None
+    try:
+        return fresh_memory(inst, shape)
+    except (MemoryError, ValueError):  # numpy: "array is too big", or no memory
+        raise MemoryError(located(inst, f"alloc: {_too_large(inst, shape)}")) from None
+
+
+def _check_shape(inst: Instruction, shape: tuple[int, ...]) -> None:
+    """ValueError for a negative extent, MemoryError for a size in bytes that overflows 64 bits."""
+    if any(extent < 0 for extent in shape):
         raise ValueError(located(inst, f"alloc: negative extent in shape {shape}"))
-    return fresh_memory(inst, shape)  # type: ignore[arg-type]
+    if math.prod(shape) * inst.type.element.numpy_dtype.itemsize > LARGEST_SIZE:  # type: ignore[attr-defined]
+        raise MemoryError(located(inst, f"alloc: {_too_large(inst, shape)}"))
+
+
+def _too_large(inst: Instruction, shape: tuple[int, ...]) -> str:
+    element = inst.type.element  # type: ignore[attr-defined]
+    return allocation_failure(shape, str(element), element.numpy_dtype.itemsize)
 
 
 def _exec_view(interp: Interpreter, inst: Instruction, env: Env) -> np.ndarray:
     """The arena's bytes from word `offset` on, reinterpreted as the view's array (no copy)."""
     *extents, arena, offset = _operands(inst, env)
-    shape = tuple(extents)
-    if any(extent < 0 for extent in shape):  # type: ignore[operator]
-        raise ValueError(located(inst, f"view: negative extent in shape {shape}"))
+    shape: tuple[int, ...] = tuple(extents)  # type: ignore[assignment]
+    _check_shape(inst, shape)
     element = inst.type.element.numpy_dtype  # type: ignore[attr-defined]
     start = 8 * offset  # type: ignore[operator]
-    end = start + element.itemsize * int(np.prod(shape, dtype=object))
+    end = start + element.itemsize * math.prod(shape)
     words = arena.view(np.uint8)  # type: ignore[union-attr]
-    if start < 0 or end > words.size:
-        raise MemoryError(located(inst, f"view: bytes [{start}, {end}) lie outside the arena of {words.size} B"))
+    if start < 0 or end > words.size:  # the arena counts a buffer too large for memory as 0 bytes
+        raise MemoryError(located(inst, f"alloc: {_too_large(inst, shape)}"))
     array = words[start:end].view(element).reshape(shape)
     if "zeroed" in inst.flags:
         array[...] = 0

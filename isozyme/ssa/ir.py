@@ -222,6 +222,20 @@ class Instruction(Value):
 GROWABLE = "growable"
 """The flag of an `alloc` whose array `grow` may enlarge (`%t = alloc f64[16] growable`)."""
 
+CHECKED = "checked"
+"""The flag of a `load`, `store` or `atomic_add` whose indices are checked (`@iz.kernel(boundscheck=True)`):
+the backends check it whatever the module's mode, and no pass deletes it for being unused."""
+
+ACCESS_OPS = frozenset({Op.LOAD, Op.STORE, Op.ATOMIC_ADD})
+"""The ops that index an array, which `CHECKED` may flag."""
+
+
+def mark_checked(function: Function) -> None:
+    """Flag every array access of `function` `CHECKED`."""
+    for inst in function.instructions():
+        if inst.op in ACCESS_OPS:
+            inst.flags.add(CHECKED)
+
 NOINLINE = "noinline"
 """The function flag that keeps every call of the function (the `inline` pass and AD leave them)."""
 

@@ -139,3 +139,18 @@ def scalar_type_of_dtype(dtype: np.dtype) -> ScalarType:
         if np.dtype(dtype) == np.dtype(numpy_name):
             return SCALAR_TYPES[name]
     raise ValueError(f"no isozyme type for numpy dtype {np.dtype(dtype)}")
+
+
+LARGEST_SIZE = 2**63 - 1
+"""The most bytes a local array may have: sizes are 64-bit signed integers on every backend."""
+
+
+def allocation_failure(shape: tuple[int, ...], element: str, itemsize: int) -> str:
+    """Why a local array of `shape` (extents not negative) and `element` (`itemsize` bytes) could not be
+    allocated: its exact size in bytes, and whether that size overflows a 64-bit size. One message for
+    the interpreter and the compiled backends (`codegen/error_sites.py`)."""
+    size = itemsize
+    for extent in shape:
+        size *= extent
+    reason = "more than a 64-bit size can hold" if size > LARGEST_SIZE else "not available"
+    return f"cannot allocate a local array of shape {shape} of {element}: {size} bytes, {reason}"
