@@ -124,11 +124,12 @@ def test_a_cached_library_that_no_longer_loads_is_compiled_again(program: tuple[
     run(directory, cache)
     (entry,) = cache.glob("*.izc")
     key = entry.name.removesuffix(".izc")
-    metadata, payload = disk_cache.decode(key, entry.read_bytes())
+    secret = (cache / disk_cache.KEY_FILE).read_bytes()
+    metadata, payload = disk_cache.decode(key, entry.read_bytes(), secret)
     unloadable = b"not an ELF file, but its checksum is right"  # as a library on a noexec mount would be
     (cache / f"{key}.so").write_bytes(unloadable)
     metadata[disk_cache.LIBRARY_DIGEST] = disk_cache.sha256(unloadable).hexdigest()
-    entry.write_bytes(disk_cache.encode(key, metadata, payload))
+    entry.write_bytes(disk_cache.encode(key, metadata, payload, secret))
     recovered = run(directory, cache)
     assert recovered["value"] == expected()
     assert recovered.get("library_errors") == 1 and recovered.get("misses") == 1
@@ -230,8 +231,8 @@ def test_without_a_linker_kernels_load_through_mcjit(monkeypatch: pytest.MonkeyP
 def test_a_library_that_does_not_load_falls_back_to_mcjit(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("ISOZYME_CACHE_DIR", str(tmp_path))
 
-    def refuse(path: Path, symbols: list[str]) -> None:
-        raise OSError(f"{path}: cannot open shared object file")
+    def refuse(image: bytes, symbols: list[str], scratch: str) -> None:
+        raise OSError(f"{scratch}: cannot open shared object file")
     monkeypatch.setattr(shared_library, "load", refuse)
     before = dict(disk_cache.stats)
 

@@ -1,25 +1,40 @@
 """The on-disk cache of compiled code: files named by key under `ISOZYME_CACHE_DIR` (default
 `~/.cache/isozyme`); `ISOZYME_CACHE=off` turns it off.
 
-An entry (`KEY.izc`) is `MAGIC`, the SHA-256 of the body, then the body: the length of a JSON metadata
-block, the block (which repeats the key) and the payload. The compiled code is a shared library beside the
-entry (`KEY.so`), whose SHA-256 the metadata holds, and then the payload is empty; or, where no library
-could be made or loaded, object code for MCJIT in the payload. Source index entries (`KEY.izs`,
-`source_key.py`) have the same format and an empty payload. Files are written to a
-temporary file in the same directory and renamed into place (`os.replace` is atomic; a library is written
-before the entry that names it), so a reader sees a whole file or none, even with concurrent writers, and
-a process that has loaded a library keeps its copy when another replaces it. An entry, or its library,
-that is truncated, altered or written for another key is detected by the checksums and the key check;
-both files are deleted, counted in `stats["corrupt"]` and reported as a miss: the caller recompiles and
-writes a fresh entry. No cache failure is fatal: an unwritable directory only costs a recompilation next
-time (`stats["write_errors"]`).
+Whoever can write the cache runs code in each process that uses it (libraries are loaded with `dlopen`),
+so the cache trusts nothing it did not write itself (docs/cache_security.md):
+
+- The directory must be this user's and writable by no one else; it is created with mode 0700, as are the
+  parents it lacks. Else, or when its key file is not this user's alone, the cache is refused: an
+  `InsecureCacheWarning` (once per directory and process, `stats["refused"]`), and kernels are compiled
+  in memory, as with the cache off. Every operation opens the directory, checks it and works relative to
+  that descriptor (`private_files.py`); without POSIX descriptors of this kind the cache is off.
+- An entry (`KEY.izc`) is `MAGIC`, an HMAC-SHA256 of its kind and body under the directory's secret key
+  (`KEY_FILE`: 32 random bytes, mode 0600, made by the first process that needs it), then the body: the
+  length of a JSON metadata block, the block (which repeats the key) and the payload. Only this user can
+  read the key, so no one else can write an entry that passes.
+- The compiled code is a shared library beside the entry (`KEY.so`), whose SHA-256 the metadata holds, and
+  then the payload is empty; or, where no library could be made or loaded, object code for MCJIT in the
+  payload. Source index entries (`KEY.izs`, `source_key.py`) have the same format and an empty payload;
+  OpenCL programs (`opencl_backend.py`) hold their OpenCL C in the payload.
+- Each file is read from one descriptor, opened without following a link or waiting for a FIFO's writer:
+  a regular file of at most `MAX_FILE_BYTES`, or it counts as damaged. A library is checked against its
+  digest and then loaded from a private copy of the bytes checked (`load_library`), never again by its
+  name: a library replaced after the check is never run. A freshly linked library loads from its bytes.
+
+Files are written to a temporary file in the same directory and renamed into place (`os.replace` is
+atomic; a library is written before the entry that names it), so a reader sees a whole file or none, even
+with concurrent writers. An entry, or its library, that is truncated, altered, written without the key,
+written for another key or kind, or not a regular file is detected; both files are deleted, counted in
+`stats["corrupt"]` and reported as a miss: the caller recompiles and writes a fresh entry. No cache
+failure is fatal: an unwritable directory only costs a recompilation next time (`stats["write_errors"]`).
 
 `stats` counts the events of this process: `hits misses stores corrupt write_errors` of compiled code,
-the same prefixed with `source_` for the source index (and `source_stale`, `source_unkeyable`), and from
-the backend `library_loads object_loads link_errors library_errors`. `isozyme.cache` logs one line per
-event at DEBUG level once the program has imported `logging` (`ISOZYME_CACHE_LOG=1` prints them to
-stderr). SHA-256 is CPython's built-in one where there is one: `hashlib` loads OpenSSL, 2.5 ms of a warm
-start.
+the same prefixed with `source_` for the source index (and `source_stale`, `source_unkeyable`), `refused`,
+and from the backend `library_loads object_loads link_errors library_errors`. `isozyme.cache` logs one
+line per event at DEBUG level once the program has imported `logging` (`ISOZYME_CACHE_LOG=1` prints them
+to stderr). SHA-256 is CPython's built-in one where there is one, and the HMAC is built on it (RFC 2104):
+`hashlib` and `hmac` load OpenSSL, 2.5 ms of a warm start.
 """
 
 from __future__ import annotations
@@ -28,9 +43,12 @@ import json
 import os
 import struct
 import sys
+from _operator import _compare_digest as same_digest  # what `hmac.compare_digest` is, without OpenSSL
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+
+from isozyme.runtime import private_files
 
 try:  # CPython's own SHA-256, as `random` imports it: hashlib loads OpenSSL, 2.5 ms of a warm start
     from _sha256 import sha256  # Python 3.11
@@ -40,12 +58,21 @@ except ImportError:
     except ImportError:
         from hashlib import sha256
 
-MAGIC = b"ISOZYME-CACHE-1\n"
+MAGIC = b"ISOZYME-CACHE-2\n"
+"""2: entries authenticated by an HMAC (1 had a plain SHA-256: an entry of that format is damaged)."""
 LIBRARY_SUFFIX = ".so"
 LIBRARY_DIGEST = "library_sha256"
 """Metadata field: the SHA-256 of the entry's shared library, when it has one."""
+KEY_FILE = "hmac-key"
+KEY_BYTES = 32
+MAX_FILE_BYTES = 256 << 20
+"""The largest entry or library read (a kernel's library is tens of kilobytes)."""
 stats: Counter[str] = Counter()
 """Cache events of this process (module docstring)."""
+
+
+class InsecureCacheWarning(UserWarning):
+    """The cache directory, or its key, is not this user's alone: it is not used."""
 
 
 @dataclass(frozen=True)
@@ -62,12 +89,29 @@ SOURCE_INDEX = EntryKind(".izs", "source_")
 """From a kernel's source key to the key of its compiled code (`source_key.py`)."""
 
 
-def cache_directory() -> Path | None:
-    """Where entries live, or None when the disk cache is off."""
+def configured_directory() -> Path | None:
+    """Where entries are to live, or None when the disk cache is off (by choice or on this system)."""
     if os.environ.get("ISOZYME_CACHE", "").lower() in ("0", "off", "false", "no"):
+        return None
+    if not private_files.supported():
         return None
     configured = os.environ.get("ISOZYME_CACHE_DIR")
     return Path(configured) if configured else Path.home() / ".cache" / "isozyme"
+
+
+def cache_directory() -> Path | None:
+    """Where entries live, or None when the disk cache is off or refused (module docstring)."""
+    path = configured_directory()
+    if path is None:
+        return None
+    try:
+        directory = _open(path, create=False)
+    except OSError:  # missing (a store creates it) or unreadable (a store counts the error)
+        return path
+    if directory is None:
+        return None
+    os.close(directory.descriptor)
+    return path
 
 
 def event(kind: str, message: str) -> None:
@@ -80,32 +124,90 @@ def event(kind: str, message: str) -> None:
         print(f"isozyme cache {kind}: {message}", file=sys.stderr)
 
 
-def entry_path(directory: Path, key: str, kind: EntryKind = COMPILED) -> Path:
-    return directory / f"{key}{kind.suffix}"
+def entry_name(key: str, kind: EntryKind = COMPILED) -> str:
+    return f"{key}{kind.suffix}"
 
 
-def library_path(directory: Path, key: str) -> Path:
-    return directory / f"{key}{LIBRARY_SUFFIX}"
+def library_name(key: str) -> str:
+    return f"{key}{LIBRARY_SUFFIX}"
 
 
-def encode(key: str, metadata: dict[str, object], payload: bytes) -> bytes:
+def hmac_sha256(key: bytes, *parts: bytes) -> bytes:
+    """HMAC-SHA256 (RFC 2104) of the concatenated `parts` under `key`, as `hmac.digest(key, msg, "sha256")`."""
+    if len(key) > 64:  # SHA-256's block size
+        key = sha256(key).digest()
+    key = key.ljust(64, b"\0")
+    inner = sha256(bytes(byte ^ 0x36 for byte in key))
+    for part in parts:
+        inner.update(part)
+    return sha256(bytes(byte ^ 0x5C for byte in key) + inner.digest()).digest()
+
+
+def encode(key: str, metadata: dict[str, object], payload: bytes, secret: bytes,
+           kind: EntryKind = COMPILED) -> bytes:
+    """The entry of `key` (module docstring), authenticated under the directory's `secret`."""
     meta = json.dumps({"key": key, **metadata}, sort_keys=True).encode()
     body = struct.pack("<Q", len(meta)) + meta + payload
-    return MAGIC + sha256(body).digest() + body
+    return MAGIC + hmac_sha256(secret, kind.suffix.encode(), body) + body
 
 
-def decode(key: str, data: bytes) -> tuple[dict[str, object], bytes]:
-    """The metadata and payload of an entry; ValueError saying what is wrong with a damaged one."""
+def decode(key: str, data: bytes, secret: bytes, kind: EntryKind = COMPILED) -> tuple[dict[str, object], bytes]:
+    """The metadata and payload of an entry; ValueError saying what is wrong with a damaged or forged one."""
     if not data.startswith(MAGIC):
         raise ValueError("bad header")
-    digest, body = data[len(MAGIC):len(MAGIC) + 32], data[len(MAGIC) + 32:]
-    if sha256(body).digest() != digest:
-        raise ValueError("checksum mismatch")
+    tag, body = data[len(MAGIC):len(MAGIC) + 32], data[len(MAGIC) + 32:]
+    if not same_digest(tag, hmac_sha256(secret, kind.suffix.encode(), body)):
+        raise ValueError("authentication failed: damaged, or not written with this cache's key")
     (length,) = struct.unpack("<Q", body[:8])
     metadata = json.loads(body[8:8 + length])
     if metadata.pop("key", None) != key:
         raise ValueError("entry of another key")
     return metadata, body[8 + length:]
+
+
+@dataclass(frozen=True)
+class OpenDirectory:
+    """The cache directory, opened and checked for one operation, with its secret key."""
+
+    path: Path
+    descriptor: int
+    secret: bytes
+
+
+def _open(path: Path, create: bool) -> OpenDirectory | None:
+    """`path` opened (`private_files.open_directory`) with its key; None when it is not to be trusted
+    (warned once). OSError when it cannot be opened or its key made; the caller closes the descriptor."""
+    try:
+        descriptor = private_files.open_directory(path, create)
+    except private_files.Untrusted as problem:
+        _refuse(path, problem)
+        return None
+    try:
+        return OpenDirectory(path, descriptor, private_files.secret_key(descriptor, KEY_FILE, KEY_BYTES))
+    except private_files.Untrusted as problem:
+        os.close(descriptor)
+        _refuse(path, problem)
+        return None
+    except BaseException:
+        os.close(descriptor)
+        raise
+
+
+_refused: set[Path] = set()
+"""Directories warned about in this process."""
+
+
+def _refuse(path: Path, problem: private_files.Untrusted) -> None:
+    if path in _refused:
+        return
+    _refused.add(path)
+    import warnings
+
+    message = (f"isozyme is not using the disk cache {path}: {problem}. Whoever can write a cache can run "
+               f"code in the processes that use it, so kernels are compiled in memory. Make the directory "
+               f"yours alone (chmod 700), or set ISOZYME_CACHE_DIR to a directory of your own.")
+    event("refused", message)
+    warnings.warn(message, InsecureCacheWarning, stacklevel=3)
 
 
 @dataclass
@@ -115,88 +217,137 @@ class Entry:
     metadata: dict[str, object]
     payload: bytes
     """Object code for MCJIT; empty when there is a library."""
-    library: Path | None
-    """The shared library linked from the object code, when one was stored; its SHA-256 has been checked."""
+    library: bytes | None
+    """The shared library linked from the object code, when one was stored; its SHA-256 has been checked.
+    Load these very bytes (`load_library`), never the file they were read from."""
+
+
+DAMAGE = (ValueError, KeyError, TypeError, json.JSONDecodeError, struct.error, OSError)
+"""What reading a damaged entry raises (a file that is not there is a miss, not damage)."""
 
 
 def load(key: str, what: str = "", kind: EntryKind = COMPILED) -> Entry | None:
     """The entry for `key`, or None (a miss, or a damaged entry, which is removed with its library)."""
-    directory = cache_directory()
-    if directory is None:
-        return None
-    path = entry_path(directory, key, kind)
+    path = configured_directory()
     try:
-        data = path.read_bytes()
+        directory = _open(path, create=False) if path is not None else None
     except OSError:
         event(f"{kind.events}misses", f"{what} {key[:16]}")
         return None
-    try:
-        metadata, payload = decode(key, data)
-        library = _checked_library(directory, key, metadata)
-    except (ValueError, KeyError, json.JSONDecodeError, struct.error, OSError) as error:
-        event(f"{kind.events}corrupt", f"{what} {path} ({error}); recompiling")
-        remove(key, kind)  # a library is checked by its entry: both go
+    if directory is None:
         return None
-    event(f"{kind.events}hits", f"{what} {key[:16]} from {path}")
+    try:
+        return _load_from(directory, key, what, kind)
+    finally:
+        os.close(directory.descriptor)
+
+
+def _load_from(directory: OpenDirectory, key: str, what: str, kind: EntryKind) -> Entry | None:
+    name = entry_name(key, kind)
+    try:
+        data = private_files.read_regular(directory.descriptor, name, MAX_FILE_BYTES)
+    except FileNotFoundError:
+        event(f"{kind.events}misses", f"{what} {key[:16]}")
+        return None
+    except DAMAGE as error:
+        return _damaged(directory, key, what, kind, error)
+    try:
+        metadata, payload = decode(key, data, directory.secret, kind)
+        library = _checked_library(directory, key, metadata)
+    except DAMAGE as error:
+        return _damaged(directory, key, what, kind, error)
+    event(f"{kind.events}hits", f"{what} {key[:16]} from {directory.path / name}")
     return Entry(metadata, payload, library)
+
+
+def _damaged(directory: OpenDirectory, key: str, what: str, kind: EntryKind, error: Exception) -> None:
+    event(f"{kind.events}corrupt", f"{what} {directory.path / entry_name(key, kind)} ({error}); recompiling")
+    _remove_in(directory, key, kind)  # a library is checked by its entry: both go
+
+
+def _checked_library(directory: OpenDirectory, key: str, metadata: dict[str, object]) -> bytes | None:
+    """The bytes of the entry's shared library, their SHA-256 checked; ValueError or OSError when it is
+    damaged or missing."""
+    digest = metadata.pop(LIBRARY_DIGEST, None)
+    if digest is None:
+        return None
+    library = private_files.read_regular(directory.descriptor, library_name(key), MAX_FILE_BYTES)
+    if sha256(library).hexdigest() != digest:
+        raise ValueError(f"checksum mismatch of {library_name(key)}")
+    return library
 
 
 def remove(key: str, kind: EntryKind = COMPILED) -> None:
     """Delete the entry of `key` and its library, if they exist."""
-    directory = cache_directory()
-    if directory is None:
+    path = configured_directory()
+    try:
+        directory = _open(path, create=False) if path is not None else None
+    except OSError:
         return
-    for path in (entry_path(directory, key, kind), library_path(directory, key)):
-        try:
-            path.unlink()
-        except OSError:
-            pass
+    if directory is not None:
+        _remove_in(directory, key, kind)
+        os.close(directory.descriptor)
 
 
-def _checked_library(directory: Path, key: str, metadata: dict[str, object]) -> Path | None:
-    """The entry's shared library, after checking its SHA-256; ValueError (or OSError) when it is damaged."""
-    digest = metadata.pop(LIBRARY_DIGEST, None)
-    if digest is None:
-        return None
-    path = library_path(directory, key)
-    if sha256(path.read_bytes()).hexdigest() != digest:
-        raise ValueError(f"checksum mismatch of {path.name}")
-    return path
+def _remove_in(directory: OpenDirectory, key: str, kind: EntryKind) -> None:
+    for name in (entry_name(key, kind), library_name(key)):
+        private_files.unlink_quietly(directory.descriptor, name)
 
 
 def store(key: str, metadata: dict[str, object], payload: bytes, what: str = "", library: bytes | None = None,
-          kind: EntryKind = COMPILED) -> Path | None:
+          kind: EntryKind = COMPILED) -> bool:
     """Write the entry for `key` atomically (temporary file, then rename), after its shared library when
-    there is one (without one, a library left by an earlier entry of `key` is removed); the library's path
-    once written."""
-    directory = cache_directory()
-    if directory is None:
-        return None
+    there is one (without one, a library left by an earlier entry of `key` is removed); was it written?"""
+    path = configured_directory()
+    if path is None:
+        return False
     try:
-        directory.mkdir(parents=True, exist_ok=True)
-        written = None
-        if library is not None:
-            written = _write_atomically(directory, key, library, library_path(directory, key))
-            metadata = {**metadata, LIBRARY_DIGEST: sha256(library).hexdigest()}
-        _write_atomically(directory, key, encode(key, metadata, payload), entry_path(directory, key, kind))
-        if library is None and kind is COMPILED:
-            library_path(directory, key).unlink(missing_ok=True)  # after the entry that no longer names it
+        directory = _open(path, create=True)
+        if directory is None:
+            return False
+        try:
+            _write(directory, key, metadata, payload, library, kind)
+        finally:
+            os.close(directory.descriptor)
     except OSError as error:
-        event(f"{kind.events}write_errors", f"{what} {directory}: {error}")
-        return None
+        event(f"{kind.events}write_errors", f"{what} {path}: {error}")
+        return False
     event(f"{kind.events}stores", f"{what} {key[:16]}")
-    return written
+    return True
 
 
-def _write_atomically(directory: Path, key: str, data: bytes, path: Path) -> Path:
-    import tempfile  # writes are rare: keep the import off the warm path
+def _write(directory: OpenDirectory, key: str, metadata: dict[str, object], payload: bytes,
+           library: bytes | None, kind: EntryKind) -> None:
+    descriptor, temporary = directory.descriptor, f".{key[:16]}"
+    if library is not None:
+        private_files.replace(descriptor, library_name(key), library, temporary)
+        metadata = {**metadata, LIBRARY_DIGEST: sha256(library).hexdigest()}
+    entry = encode(key, metadata, payload, directory.secret, kind)
+    private_files.replace(descriptor, entry_name(key, kind), entry, temporary)
+    if library is None and kind is COMPILED:
+        try:  # after the entry that no longer names it
+            os.unlink(library_name(key), dir_fd=descriptor)
+        except FileNotFoundError:
+            pass
 
-    handle, temporary = tempfile.mkstemp(dir=directory, prefix=f".{key[:16]}.", suffix=".tmp")
+
+def load_library(image: bytes, symbols: list[str]) -> tuple[object, dict[str, int]]:
+    """`shared_library.load` of `image`, a library `load` checked or one just linked, from a private copy
+    in the cache directory (never the entry's file). OSError when it does not load, or the cache is off."""
+    from isozyme.runtime import shared_library  # ctypes: only where there is a library
+
+    path = configured_directory()
+    directory = _open(path, create=True) if path is not None else None
+    if directory is None:
+        raise OSError("the disk cache is off or refused: no private directory to load a library from")
     try:
-        with os.fdopen(handle, "wb") as file:
-            file.write(data)
-        os.replace(temporary, path)
-    except BaseException:
-        os.unlink(temporary)
-        raise
-    return path
+        return shared_library.load(image, symbols, _through_descriptor(directory))
+    finally:
+        os.close(directory.descriptor)
+
+
+def _through_descriptor(directory: OpenDirectory) -> str:
+    """A path to the directory through its open descriptor where the system has one: the directory checked,
+    not one swapped in under its name since."""
+    proc = f"/proc/self/fd/{directory.descriptor}"
+    return proc if os.path.isdir(proc) else str(directory.path)

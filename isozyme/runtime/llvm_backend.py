@@ -13,9 +13,11 @@ the O2 pipeline, codegen and LLVM are what a hit skips. A key is compiled at mos
 On a miss the module is emitted as position-independent object code, linked into a shared library
 (`shared_library.py`), stored on disk (`disk_cache.py`) with the metadata the call path needs (error
 sites, writable parameters) and loaded with `dlopen`; a hit loads the library: no LLVM, no llvmlite, no
-code generator. Without a library (no linker, the disk cache off, or a library that does not load) the
-module is emitted for MCJIT, stored so and loaded through `llvm_jit.load_object`, which imports llvmlite;
-a cached library that no longer loads removes its entry, and the module is compiled again.
+code generator. Either way what loads is the library's bytes as linked or as the cache checked them,
+through a private copy (`disk_cache.load_library`), never the cache's file by name. Without a library (no
+linker, the disk cache off, or a library that does not load) the module is emitted for MCJIT, stored so
+and loaded through `llvm_jit.load_object`, which imports llvmlite; a cached library that no longer loads
+removes its entry, and the module is compiled again.
 `load_compiled` loads a key compiled before without compiling anything: `kernel.py` finds the key from
 the kernel's source (`source_key.py`), so a warm start does not even lower the kernel.
 """
@@ -26,7 +28,6 @@ import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 from isozyme.codegen.abi import CodegenOptions
 from isozyme.codegen.error_sites import ErrorSite
@@ -145,8 +146,8 @@ def _compile(key: str, name: str, module: Module, entry: EntrySignature, optimiz
         if shared_library.linker() is not None:
             library = shared_library.link(llvm_jit.emit_object(optimized, position_independent=True), name)
             optimized = None  # code generation may have changed it
-        path = disk_cache.store(key, metadata, b"", name, library) if library is not None else None
-        addresses = _open_library(path, name, entry, key) if path is not None else None
+        stored = library is not None and disk_cache.store(key, metadata, b"", name, library)
+        addresses = _open_library(library, name, entry, key) if stored else None  # the bytes linked
         if addresses is not None:
             return metadata, addresses
         if library is None:
@@ -171,15 +172,16 @@ def _load(key: str, name: str, entry: EntrySignature, cached: disk_cache.Entry) 
     return cached.metadata, addresses
 
 
-def _open_library(path: Path, name: str, entry: EntrySignature, key: str) -> dict[str, int] | None:
-    """The entry points' addresses in the shared library at `path`; None when it does not load."""
+def _open_library(image: bytes, name: str, entry: EntrySignature, key: str) -> dict[str, int] | None:
+    """The entry points' addresses in the shared library `image` (checked or just linked), loaded from a
+    private copy (`disk_cache.load_library`); None when it does not load."""
     try:
-        library, addresses = shared_library.load(path, list(symbols(_prefix(key), entry)))
+        library, addresses = disk_cache.load_library(image, list(symbols(_prefix(key), entry)))
     except OSError as error:
-        disk_cache.event("library_errors", f"{name} {path}: {error}")
+        disk_cache.event("library_errors", f"{name} {key[:16]}: {error}")
         return None
     _libraries.append(library)
-    disk_cache.event("library_loads", f"{name} {path}")
+    disk_cache.event("library_loads", f"{name} {key[:16]}")
     return addresses
 
 

@@ -1,0 +1,185 @@
+"""Files only this user can have written: a directory checked to be private, files in it read through one
+descriptor without following links, written under fresh names and renamed into place.
+
+Whoever can write a directory whose shared libraries a process loads runs code in that process, so the
+disk cache (`disk_cache.py`) keeps its files here. `open_directory` returns a descriptor of a directory
+this user owns and no one else may write (`Untrusted` otherwise), creating it and its missing parents
+with mode 0700; everything else works relative to that descriptor, so a directory swapped in under the
+same name later is never used. `read_regular` opens a name with `O_NOFOLLOW | O_NONBLOCK` and reads only
+a regular file, at most a size limit, from that one descriptor: a symbolic link (to `/dev/zero`, or to
+another user's file), a FIFO (whose open would wait for a writer), a device or a directory is an error,
+never read or waited for. `replace` writes a new file (`O_CREAT | O_EXCL`, mode 0600) and renames it over
+the name. `secret_key` reads the directory's random key, which no one else may read or write, or creates
+it: of two processes creating it at once, one wins and the other reads its key.
+
+POSIX only (descriptors relative to a directory, owners and modes): elsewhere the disk cache is off.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+from pathlib import Path
+
+OPEN_DIRECTORY = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
+OPEN_FILE = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+"""Never follows a link or waits for a FIFO's writer: what is found is checked before it is read."""
+CREATE_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+GROUP_OR_OTHERS_WRITE = 0o022
+GROUP_OR_OTHERS_ANY = 0o077
+KEY_WAIT_S = 0.2
+"""How long a process waits for the key another is writing (a few microseconds' work)."""
+
+
+class Untrusted(Exception):
+    """A file or directory another user owns or may write (a key: read), whose use could run their code;
+    or a key file that holds no key."""
+
+
+def supported() -> bool:
+    """Can files be checked and opened as this module does (POSIX with `dir_fd` and `O_NOFOLLOW`)?"""
+    return os.name == "posix" and hasattr(os, "O_NOFOLLOW") and os.open in os.supports_dir_fd
+
+
+def check_owner_and_mode(status: os.stat_result, what: str, forbidden: int) -> None:
+    """Untrusted unless this user owns the file of `status` and its mode has none of the bits `forbidden`."""
+    user = os.geteuid()
+    if status.st_uid != user:
+        raise Untrusted(f"{what} is owned by user {status.st_uid}, not by this user ({user})")
+    if status.st_mode & forbidden:
+        may = "write" if forbidden == GROUP_OR_OTHERS_WRITE else "read or write"
+        raise Untrusted(f"{what} has mode {stat.S_IMODE(status.st_mode):04o}: group or others may {may} it")
+
+
+def make_directories(path: Path) -> None:
+    """Create `path` and each missing parent with mode 0700 (as XDG asks of `~/.cache`)."""
+    missing = []
+    for directory in (path, *path.parents):
+        if os.path.lexists(directory):
+            break
+        missing.append(directory)
+    for directory in reversed(missing):
+        try:
+            os.mkdir(directory, 0o700)
+        except FileExistsError:  # made by another process meanwhile (the last one is checked when opened)
+            pass
+
+
+def open_directory(path: Path, create: bool) -> int:
+    """A descriptor of the directory `path`, which this user owns and no one else may write (Untrusted
+    otherwise); created with its missing parents when it is missing and `create` (FileNotFoundError
+    otherwise)."""
+    try:
+        descriptor = os.open(path, OPEN_DIRECTORY)
+    except FileNotFoundError:
+        if not create:
+            raise
+        make_directories(path)
+        descriptor = os.open(path, OPEN_DIRECTORY)
+    try:
+        check_owner_and_mode(os.fstat(descriptor), f"the directory {path}", GROUP_OR_OTHERS_WRITE)
+    except BaseException:
+        os.close(descriptor)
+        raise
+    return descriptor
+
+
+def read_regular(directory: int, name: str, limit: int, secret: bool = False) -> bytes:
+    """The bytes of the regular file `name` in `directory` (a descriptor), from one descriptor opened
+    without following a link or waiting for a writer. FileNotFoundError when there is none; ValueError for
+    anything but a regular file, or one over `limit` bytes; with `secret`, Untrusted unless the file is
+    this user's and no one else may read or write it."""
+    descriptor = os.open(name, OPEN_FILE, dir_fd=directory)
+    try:
+        status = os.fstat(descriptor)
+        if not stat.S_ISREG(status.st_mode):
+            raise ValueError(f"{name} is not a regular file")
+        if secret:
+            check_owner_and_mode(status, f"the key file {name}", GROUP_OR_OTHERS_ANY)
+        if status.st_size > limit:
+            raise ValueError(f"{name} has {status.st_size} bytes, more than the {limit} an entry may have")
+        data = _read_at_most(descriptor, status.st_size + 1)
+    finally:
+        os.close(descriptor)
+    if len(data) != status.st_size:
+        raise ValueError(f"{name} changed while it was read")
+    return data
+
+
+def _read_at_most(descriptor: int, size: int) -> bytes:
+    chunks, left = [], size
+    while left > 0:
+        chunk = os.read(descriptor, left)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def write_new(directory: int, name: str, data: bytes) -> None:
+    """Create the file `name` in `directory` with mode 0600 and write `data` (FileExistsError when the name
+    is taken: nothing is touched then); a file left half-written by an error is removed."""
+    descriptor = os.open(name, CREATE_FILE, 0o600, dir_fd=directory)
+    try:
+        with os.fdopen(descriptor, "wb") as file:
+            file.write(data)
+    except BaseException:
+        os.unlink(name, dir_fd=directory)
+        raise
+
+
+def replace(directory: int, name: str, data: bytes, prefix: str) -> None:
+    """Write `data` to a new temporary file named `prefix...` and rename it over `name` (atomic: a reader
+    sees the old file or the new one)."""
+    temporary = f"{prefix}.{os.urandom(6).hex()}.tmp"
+    write_new(directory, temporary, data)
+    try:
+        os.replace(temporary, name, src_dir_fd=directory, dst_dir_fd=directory)
+    except BaseException:
+        os.unlink(temporary, dir_fd=directory)
+        raise
+
+
+def unlink_quietly(directory: int, name: str) -> None:
+    """Remove the file, link, FIFO or empty directory `name` in `directory`, if it can be removed."""
+    try:
+        os.unlink(name, dir_fd=directory)
+    except IsADirectoryError:
+        try:
+            os.rmdir(name, dir_fd=directory)
+        except OSError:  # not empty: it is no entry, and none can be written there
+            pass
+    except OSError:  # gone already
+        pass
+
+
+def secret_key(directory: int, name: str, size: int) -> bytes:
+    """The `size` random bytes of the key file `name` in `directory`, created when missing (mode 0600,
+    `O_EXCL`: a process that loses the race reads the winner's key). Untrusted when the file is not this
+    user's alone, or not a key (`size` bytes) after `KEY_WAIT_S`."""
+    try:
+        return _read_key(directory, name, size)
+    except FileNotFoundError:
+        pass
+    key = os.urandom(size)
+    try:
+        write_new(directory, name, key)
+    except FileExistsError:
+        return _read_key(directory, name, size)
+    return key
+
+
+def _read_key(directory: int, name: str, size: int) -> bytes:
+    deadline = time.monotonic() + KEY_WAIT_S
+    while True:
+        try:
+            data = read_regular(directory, name, size, secret=True)
+        except ValueError as error:  # not a regular file, or longer than a key
+            raise Untrusted(f"the key file {name} is not a key ({error}): delete it") from None
+        if len(data) == size:
+            return data
+        if time.monotonic() > deadline:  # not being written by a process that just created it
+            raise Untrusted(f"the key file {name} holds {len(data)} bytes, not {size}: delete it")
+        time.sleep(0.002)
