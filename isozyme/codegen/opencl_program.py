@@ -57,6 +57,7 @@ from isozyme.codegen.opencl import (
 )
 from isozyme.codegen.out_of_ssa import OutOfSSA, out_of_ssa
 from isozyme.codegen.parallel_loops import ParallelLoop, live_ins, plan_parallel_loops
+from isozyme.optimize.function_attributes import module_memory_effects
 from isozyme.ssa.ir import Argument, Block, Constant, Function, Instruction, Module, Phi, Value
 from isozyme.ssa.ops import Op
 from isozyme.ssa.types import ArrayType, ScalarType, Type
@@ -114,6 +115,9 @@ class OpenCLProgram:
     """Why each `prange` loop that runs serially does (`parallel_loops.py`)."""
     uses_heap: bool = False
     """Does a called function allocate local arrays on the device heap (`opencl.py`, `_heap_alloc`)?"""
+    writable: frozenset[int] = frozenset()
+    """The positions of the entry's array parameters that the program may write (the host copies only
+    these back, and refuses read-only numpy arrays for them)."""
 
 
 # --- saving values in the control buffer ---------------------------------------------------------------
@@ -661,6 +665,7 @@ def emit_opencl(module: Module, entry: Function, options: CodegenOptions, reduct
     for function in module:
         if function.return_type.is_array:
             raise CodegenError(f"@{function.name} returns an array, which compiled code cannot do")
+    writable = frozenset(module_memory_effects(module)[entry].writes)
     lang = OpenCLRenderer(options)
     plans = {fn: out_of_ssa(fn) for fn in module if fn is not entry}
     plan = out_of_ssa(entry)
@@ -675,4 +680,4 @@ def emit_opencl(module: Module, entry: Function, options: CodegenOptions, reduct
     lines += ["", *serial_lines]
     kernels = [LoopKernel(f"iz_par{b.loop.number}", b.loop.location, len(b.accumulators)) for b in bodies]
     return OpenCLProgram("\n".join(lines) + "\n", "iz_serial", kernels, serial.allocs, serial.layout.next,
-                         lang.sites, serial_reasons, lang.uses_heap)
+                         lang.sites, serial_reasons, lang.uses_heap, writable)

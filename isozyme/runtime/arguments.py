@@ -3,6 +3,9 @@
 Arrays must be numpy arrays of exactly the parameter's dtype and number of dimensions, C-contiguous, and
 no two array arguments may share memory (the optimizer assumes distinct arrays do not overlap, like
 `restrict` in C): `TypeError` for the wrong kind, dtype or rank, `ValueError` for layout and overlap.
+A read-only numpy array is accepted where the kernel only reads it; where it may write it
+(`writable_parameters`: the memory effects that `optimize/function_attributes.py` infers for the compiled
+entry, so a gradient's shadows count as written) it is a `ValueError`, raised before anything runs.
 Where the backend runs on OpenCL (`device_arrays=True`) an array parameter also takes a `DeviceArray`
 (`iz.to_device`), checked for dtype and rank alike and passed on as it is; two parameters given the same
 device buffer overlap. Elsewhere a device array is a `TypeError` pointing to `.get()`.
@@ -14,14 +17,18 @@ parameter and the kernel. The per-value checks are the interpreter's (`ssa.inter
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from isozyme.runtime.device_array import DeviceArray
 from isozyme.ssa import interpreter
 from isozyme.ssa.types import ArrayType, Type
+
+if TYPE_CHECKING:
+    from isozyme.ssa.ir import Function, Module
 
 Scalar = int | float | bool
 
@@ -82,9 +89,11 @@ def check_scalar(kernel: str, param: Parameter, value: object) -> Scalar:
 
 
 def check_arguments(kernel: str, params: Sequence[Parameter], args: Sequence[object],
-                    kwargs: Mapping[str, object] | None = None, device_arrays: bool = False) -> list[object]:
+                    kwargs: Mapping[str, object] | None = None, device_arrays: bool = False,
+                    writable: Collection[int] = ()) -> list[object]:
     """The checked argument values in parameter order; `device_arrays` lets array parameters take
-    DeviceArrays, for the OpenCL backend (module docstring)."""
+    DeviceArrays, for the OpenCL backend; `writable`: the positions of the array parameters the kernel may
+    write, which refuse read-only numpy arrays (module docstring)."""
     values = bind(kernel, params, args, kwargs or {})
     checked: list[object] = []
     for param, value in zip(params, values, strict=True):
@@ -93,7 +102,27 @@ def check_arguments(kernel: str, params: Sequence[Parameter], args: Sequence[obj
         else:
             checked.append(check_scalar(kernel, param, value))
     check_no_overlap(kernel, params, checked)
+    check_writable(kernel, params, checked, writable)
     return checked
+
+
+def check_writable(kernel: str, params: Sequence[Parameter], values: Sequence[object],
+                   writable: Collection[int]) -> None:
+    """ValueError for a read-only numpy array at a position in `writable` (device arrays are always
+    writable)."""
+    for position in sorted(writable):
+        value = values[position]
+        if isinstance(value, np.ndarray) and not value.flags.writeable:
+            name = params[position].name
+            raise ValueError(f"parameter '{name}' of kernel '{kernel}' is read-only, but the kernel may write it; "
+                             f"pass a writable array ({name}.copy())")
+
+
+def writable_parameters(module: Module, entry: Function) -> frozenset[int]:
+    """The positions of `entry`'s array parameters that it, or a function it calls, may write."""
+    from isozyme.optimize.function_attributes import module_memory_effects  # not on a warm start's path
+
+    return frozenset(module_memory_effects(module)[entry].writes)
 
 
 def check_no_overlap(kernel: str, params: Sequence[Parameter], values: Sequence[object]) -> None:

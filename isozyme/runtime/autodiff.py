@@ -45,7 +45,7 @@ from isozyme.enzyme_ad.gradient import (
 from isozyme.enzyme_ad.reverse import gradient_parameters
 from isozyme.optimize.pass_manager import PassOptions
 from isozyme.runtime import compile_log, race_detector
-from isozyme.runtime.arguments import Parameter, check_arguments
+from isozyme.runtime.arguments import Parameter, check_arguments, writable_parameters
 from isozyme.runtime.device_array import DeviceArray
 from isozyme.runtime.kernel import Kernel, _print_ir_request
 from isozyme.ssa.ir import Function, Module
@@ -160,10 +160,11 @@ def _compile_interp(kernel: Kernel, activities: tuple[ArgActivity, ...], opt: st
                     params: list[Parameter]) -> Callable[..., object]:
     gradient = differentiate(kernel, activities, opt)
     name = gradient.function.name
+    writable = writable_parameters(gradient.module, gradient.function)
     run = race_detector.interpreted(gradient.module, gradient.function)
 
     def entry(*args: object) -> object:
-        return run(check_arguments(name, params, args))
+        return run(check_arguments(name, params, args, writable=writable))
     return entry
 
 
@@ -185,7 +186,7 @@ def opencl_entry(kernel: Kernel, name: str, params: list[Parameter], module: Mod
                          function.return_type, use_disk_cache=not _print_ir_request())
 
     def entry(*args: object) -> object:
-        return run(*check_arguments(name, params, args, device_arrays=True))
+        return run(*check_arguments(name, params, args, device_arrays=True, writable=run.writable))
     return entry
 
 
@@ -431,10 +432,11 @@ def _compile_derivative(kernel: Kernel, name: str, params: list[Parameter], pipe
     if backend == "interp":
         module, function = kernel.lower()
         derivative = _run_build(kernel, build, module, function, opt)
+        writable = writable_parameters(derivative.module, derivative.function)
         run = race_detector.interpreted(derivative.module, derivative.function)
 
         def entry(*args: object) -> object:
-            return run(check_arguments(name, params, args))
+            return run(check_arguments(name, params, args, writable=writable))
         return entry
     module, function = kernel.lower(verify_ir=False)
 

@@ -36,7 +36,7 @@ from isozyme.frontend.diagnostics import CompileError
 from isozyme.optimize.loop_fusion import fusion_enabled
 from isozyme.optimize.pass_manager import PassOptions, run_passes
 from isozyme.runtime import compile_log, race_detector
-from isozyme.runtime.arguments import Parameter, check_arguments
+from isozyme.runtime.arguments import Parameter, check_arguments, writable_parameters
 from isozyme.ssa.ir import Function, Module, mark_checked
 from isozyme.ssa.printer import print_module
 from isozyme.ssa.verifier import verify
@@ -165,10 +165,11 @@ def _compile_interp(kernel: Kernel, pipeline: str) -> CompiledKernel:
     module, function = kernel.optimized(pipeline)
     name = kernel.definition.name
     params = [Parameter(arg.name, arg.type) for arg in function.args]  # type: ignore[arg-type]
+    writable = writable_parameters(module, function)
     run = race_detector.interpreted(module, function)
 
     def entry(*args: object, **kwargs: object) -> object:
-        return run(check_arguments(name, params, args, kwargs))
+        return run(check_arguments(name, params, args, kwargs, writable=writable))
     return CompiledKernel(name, "interp", params, entry)
 
 
@@ -220,7 +221,7 @@ def _compile_opencl(kernel: Kernel, pipeline: str) -> CompiledKernel:
                          [p.type for p in params], function.return_type, use_disk_cache=not _print_ir_request())
 
     def entry(*args: object, **kwargs: object) -> object:
-        return run(*check_arguments(name, params, args, kwargs, device_arrays=True))
+        return run(*check_arguments(name, params, args, kwargs, device_arrays=True, writable=run.writable))
     return CompiledKernel(name, "opencl", params, entry)
 
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from isozyme.codegen.abi import CodegenOptions
 from isozyme.codegen.error_sites import ErrorSite
 from isozyme.runtime import disk_cache, host_identity, shared_library
-from isozyme.runtime.arguments import Parameter
+from isozyme.runtime.arguments import Parameter, writable_parameters
 from isozyme.runtime.disk_cache import sha256
 from isozyme.runtime.native_call import NativeSignature, make_entry
 from isozyme.ssa.ir import Function, Module
@@ -70,12 +70,6 @@ def cache_key(module: Module, entry: EntrySignature, pipeline: str, options: Cod
     material = "\n".join([CACHE_FORMAT, host_identity.compiler_description(), host_identity.host_description(),
                           pipeline, repr(options), repr(entry), print_module(module), locations])
     return sha256(material.encode()).hexdigest()
-
-
-def writable_parameters(module: Module, entry: Function) -> frozenset[int]:
-    from isozyme.optimize.function_attributes import module_memory_effects
-
-    return frozenset(module_memory_effects(module)[entry].writes)
 
 
 def symbols(prefix: str, entry: EntrySignature) -> tuple[str, str]:

@@ -120,13 +120,10 @@ def raised(signature: NativeSignature, record: Record) -> Exception:
 
 def checked_call(signature: NativeSignature, raw: Callable[..., object], args: Sequence[object]) -> object:
     """Check every argument in Python (the errors name the parameter), then call `__raw` with pointers."""
-    values = check_arguments(signature.name, signature.params, args)
+    values = check_arguments(signature.name, signature.params, args, writable=signature.writable)
     flat: list[object] = []
-    for position, (param, value) in enumerate(zip(signature.params, values)):
+    for value in values:
         if isinstance(value, np.ndarray):
-            if position in signature.writable and not value.flags.writeable:
-                raise ValueError(f"parameter '{param.name}' of kernel '{signature.name}' is read-only, "
-                                 "but the kernel may write it")
             flat += [value.ctypes.data, *value.shape]
         else:
             flat.append(value)

@@ -10,8 +10,9 @@ a preheader and one latch (`canonicalize_loop_structure`), which the parallel-lo
 (`Runner`) copies numpy arrays into buffers, then runs the serial kernel and serves its requests until it
 is done: LAUNCH a parallel loop's kernel (as many work groups as the trip count needs; on a GPU at most
 `GROUPS_PER_UNIT` per compute unit, each work item then taking several iterations), ALLOC or GROW a local
-array's buffer (kept from call to call, grown when a call needs more). It then copies the numpy arrays
-back and checks the error record: a failure raises the exception the interpreter raises
+array's buffer (kept from call to call, grown when a call needs more). It then copies back the numpy arrays
+the program may write (`OpenCLProgram.writable`; the others, read-only ones too, are only copied in) and
+checks the error record: a failure raises the exception the interpreter raises
 (`codegen/error_sites.py`). A `prange` loop that runs serially gives a `SerialLoopWarning` saying why.
 pyopencl is imported on first use only, and this path never imports llvmlite.
 
@@ -204,8 +205,8 @@ def _runner(program: OpenCLProgram, types: Sequence[Any], return_type: Any) -> R
     return Runner(program, device(), types, return_type)
 
 
-CACHE_FORMAT = "isozyme opencl backend 1"
-"""Changes when what the backend stores changes."""
+CACHE_FORMAT = "isozyme opencl backend 2"
+"""Changes when what the backend stores changes (2: the writable parameters)."""
 _programs: dict[str, OpenCLProgram] = {}
 """Programs made or loaded in this process, by cache key."""
 
@@ -239,7 +240,7 @@ def _metadata(program: OpenCLProgram) -> dict[str, object]:
     return {"serial": program.serial, "loops": [[k.name, k.location, k.accumulators] for k in program.loops],
             "allocs": [[a.element, a.fill, a.location] for a in program.allocs], "control_words": program.control_words,
             "sites": [site.to_json() for site in program.sites], "serial_loops": program.serial_loops,
-            "uses_heap": program.uses_heap}
+            "uses_heap": program.uses_heap, "writable": sorted(program.writable)}
 
 
 def _decoded(entry: disk_cache.Entry) -> OpenCLProgram | None:
@@ -251,7 +252,7 @@ def _decoded(entry: disk_cache.Entry) -> OpenCLProgram | None:
                              int(meta["control_words"]),  # type: ignore[call-overload]
                              [ErrorSite.from_json(site) for site in meta["sites"]],  # type: ignore
                              [str(reason) for reason in meta["serial_loops"]],  # type: ignore
-                             bool(meta["uses_heap"]))
+                             bool(meta["uses_heap"]), frozenset(int(p) for p in meta["writable"]))  # type: ignore
     except (KeyError, TypeError, ValueError, UnicodeDecodeError) as error:
         disk_cache.event("corrupt", f"OpenCL program ({error}); compiling again")
         return None
@@ -283,6 +284,12 @@ class Runner:
         self.counted: _CountedCall | None = None
         """What the call in progress counts (`counting()` active), else None."""
 
+    @property
+    def writable(self) -> frozenset[int]:
+        """The positions of the array parameters the program may write (`arguments.check_arguments` refuses
+        read-only numpy arrays there)."""
+        return self.program.writable
+
     def __call__(self, *values: object) -> object:
         with self.lock:  # one call at a time: the site buffers and the queue are shared
             return self._call(values)
@@ -293,8 +300,9 @@ class Runner:
         cl = _pyopencl()
         where, flags = self.where, cl.mem_flags
         args: list[object] = []
-        copies: list[tuple[Any, np.ndarray]] = []
-        for ty, value in zip(self.types, values, strict=True):
+        uploads: list[np.ndarray] = []
+        copies: list[tuple[Any, np.ndarray]] = []  # buffers to copy back: the arrays the program may write
+        for position, (ty, value) in enumerate(zip(self.types, values, strict=True)):
             if isinstance(value, DeviceArray):
                 args += [value.data, *(np.int64(extent) for extent in value.shape)]
             elif isinstance(ty, ArrayType):
@@ -302,7 +310,8 @@ class Runner:
                 host = array if array.size else np.zeros(1, dtype=array.dtype)  # no empty buffers in OpenCL
                 buffer = cl.Buffer(where.context, flags.READ_WRITE | flags.COPY_HOST_PTR, hostbuf=host)
                 args += [buffer, *(np.int64(extent) for extent in array.shape)]
-                if array.size:
+                uploads.append(array)
+                if array.size and position in self.program.writable:
                     copies.append((buffer, array))
             else:
                 args.append(_SCALAR_DTYPES[str(ty)](value))
@@ -312,7 +321,7 @@ class Runner:
         control[HEAP_WORDS] = self.heap[1]
         control_buffer = cl.Buffer(where.context, flags.READ_WRITE | flags.COPY_HOST_PTR, hostbuf=control)
         header = np.zeros(HEADER_WORDS, dtype=np.int64)
-        self.counted = _CountedCall.start(self, values, copies) if opencl_counters.active() else None
+        self.counted = _CountedCall.start(self, values, uploads, copies) if opencl_counters.active() else None
         try:
             self._run(args, control_buffer, header)
         finally:
@@ -422,11 +431,13 @@ class _CountedCall:
     control: Any = None
 
     @staticmethod
-    def start(runner: Runner, values: Sequence[object], copies: list[tuple[Any, np.ndarray]]) -> _CountedCall:
+    def start(runner: Runner, values: Sequence[object], uploads: list[np.ndarray],
+              copies: list[tuple[Any, np.ndarray]]) -> _CountedCall:
         program = runner.program
         opencl_counters.add("calls")
-        opencl_counters.add("buffer_allocations", len(copies))
-        opencl_counters.add("host_copy_bytes", 2 * sum(array.nbytes for _, array in copies))
+        opencl_counters.add("buffer_allocations", len(uploads))
+        opencl_counters.add("host_copy_bytes", sum(array.nbytes for array in uploads)
+                            + sum(array.nbytes for _, array in copies))
         key = f"{program.serial}:{sha256(program.source.encode()).hexdigest()[:12]}"
         for stats in opencl_counters.active():
             stats.programs[key] = len(program.loops)

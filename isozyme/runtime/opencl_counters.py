@@ -11,7 +11,7 @@ While a `counting()` block is active, every call of an OpenCL program counts:
     after a request (LAUNCH, ALLOC, GROW) one more;
   - `buffer_allocations`: device buffers the host creates for local arrays, tapes, partial sums and argument
     copies; `fills`: buffer fills (a fresh local array's nan or zero); `host_copy_bytes`: numpy arguments
-    copied to the device and back;
+    copied to the device, and back when the program may write them;
   - `programs`: per program run, its number of loop kernels (what fusion changes), and
     `serial_prange_loops`: its `prange` loops that run serially in the serial kernel (each a
     `SerialLoopWarning`): fewer loop kernels are a gain only when this stays the same.

@@ -1,0 +1,119 @@
+"""Bad arguments on every backend (issue 23, items 6 and 7): each is the same Python exception on `interp`,
+`llvm` and `opencl` (PoCL here), raised before the kernel runs, naming the parameter.
+
+- Read-only numpy arrays: accepted where the kernel (or its gradient) only reads them, a ValueError naming
+  the parameter where it may write them (its memory effects say which), for kernels, `iz.autodiff`,
+  `iz.grad`, `iz.fwddiff` and `iz.hvp` alike; OpenCL copies back only what the program may write.
+- A non-native byte order is named in the dtype error.
+- Scalars out of range: an integer too large for a float parameter, or outside an integer parameter's
+  range, is an OverflowError naming the parameter (and the range), also for the scalars of derivatives.
+- `seed=` of `iz.autodiff` for a kernel that returns no float, and `argnums` of `iz.grad` and `iz.hvp`
+  (duplicates, out of range, negative: from the end, as in JAX).
+- Checked mode (`boundscheck=True`) of a kernel covers the code it calls, inlined or not, and a callee that
+  asks for checks keeps them inside an unchecked caller.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import isozyme as iz
+from isozyme import Array, f32, f64, i32, i64
+from tests.opencl_conformance import needs_opencl
+
+BACKENDS = ["interp", "llvm", pytest.param("opencl", marks=needs_opencl)]
+
+
+def read_only(array: np.ndarray) -> np.ndarray:
+    array.flags.writeable = False
+    return array
+
+
+@iz.kernel
+def scale(out: Array[f64], x: Array[f64], a: f64, n: i64) -> None:
+    for i in range(n):
+        out[i] = a * x[i]
+
+
+@iz.kernel
+def weighted_sum(x: Array[f64], w: Array[f64], n: i64) -> f64:
+    s = 0.0
+    for i in range(n):
+        s += x[i] * x[i] * w[i]
+    return s
+
+
+# --- read-only arrays --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_read_only_input_is_accepted(backend: str) -> None:
+    x = read_only(np.arange(4.0))
+    out = np.zeros(4)
+    scale.compile(backend)(out, x, 2.0, 4)
+    np.testing.assert_array_equal(out, 2 * np.arange(4.0))
+    assert weighted_sum.compile(backend)(x, read_only(np.ones(4)), 4) == 14.0
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_read_only_output_is_a_value_error_naming_it(backend: str) -> None:
+    out = read_only(np.zeros(4))
+    with pytest.raises(ValueError, match="parameter 'out' of kernel 'scale' is read-only, but the kernel may write it"):
+        scale.compile(backend)(out, np.arange(4.0), 2.0, 4)
+    with pytest.raises(ValueError, match="parameter 'out' of kernel 'scale' is read-only"):
+        scale.compile(backend)(out=out, x=np.arange(4.0), a=2.0, n=4)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_gradients_accept_read_only_inputs(backend: str) -> None:
+    x, w = read_only(np.arange(4.0)), read_only(np.ones(4))
+    np.testing.assert_array_equal(iz.grad(weighted_sum, backend=backend)(x, w, 4), 2 * np.arange(4.0))
+    value, _ = iz.autodiff(weighted_sum, iz.Duplicated(x, np.zeros(4)), iz.Const(w), 4, backend=backend)
+    assert value == 14.0
+    dout, dx = np.ones(4), np.zeros(4)
+    iz.autodiff(scale, iz.Duplicated(np.zeros(4), dout), iz.Duplicated(x, dx), 2.0, 4, backend=backend)
+    np.testing.assert_array_equal(dx, 2 * np.ones(4))
+    value, tangent = iz.fwddiff(weighted_sum, iz.Duplicated(x, read_only(np.ones(4))), w, 4, backend=backend)
+    assert (value, tangent) == (14.0, 12.0)
+    np.testing.assert_array_equal(iz.hvp(weighted_sum, backend=backend)(x, w, 4, read_only(np.ones(4))), 2 * w)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_gradients_refuse_read_only_arrays_they_write(backend: str) -> None:
+    x = np.arange(4.0)
+    with pytest.raises(ValueError, match="parameter 'd_x' of kernel 'diffe_weighted_sum' is read-only"):
+        iz.autodiff(weighted_sum, iz.Duplicated(x, read_only(np.zeros(4))), np.ones(4), 4, backend=backend)
+    with pytest.raises(ValueError, match="parameter 'out' of kernel 'diffe_scale' is read-only"):
+        iz.autodiff(scale, iz.Duplicated(read_only(np.zeros(4)), np.ones(4)), iz.Duplicated(x, np.zeros(4)),
+                    2.0, 4, backend=backend)
+    with pytest.raises(ValueError, match="parameter 'd_out' of kernel 'diffe_scale' is read-only"):
+        iz.autodiff(scale, iz.Duplicated(np.zeros(4), read_only(np.ones(4))), iz.Duplicated(x, np.zeros(4)),
+                    2.0, 4, backend=backend)
+    with pytest.raises(ValueError, match="parameter 'out' of kernel 'fwddiffe_scale' is read-only"):
+        iz.fwddiff(scale, iz.Duplicated(read_only(np.zeros(4)), np.zeros(4)), iz.Duplicated(x, np.ones(4)),
+                   2.0, 4, backend=backend)
+
+
+@needs_opencl
+def test_opencl_copies_back_only_what_the_program_may_write() -> None:
+    from isozyme.runtime import opencl_backend
+
+    x = np.arange(4.0)
+    with opencl_backend.counting() as stats:
+        scale.compile("opencl")(np.zeros(4), x, 2.0, 4)
+    assert stats.host_copy_bytes == 3 * x.nbytes  # out and x in, out back
+    opencl_backend._programs.clear()  # the next compile reads the program from the disk cache
+    with pytest.raises(ValueError, match="parameter 'out' of kernel 'scale' is read-only"):
+        iz.kernel(scale.py_func, backend="opencl")(read_only(np.zeros(4)), x, 2.0, 4)
+
+
+@needs_opencl
+def test_device_arrays_of_read_only_arrays() -> None:
+    x = read_only(np.arange(4.0))
+    on_device = iz.to_device(x)
+    out = iz.to_device(np.zeros(4))
+    scale.compile("opencl")(out, on_device, 2.0, 4)
+    np.testing.assert_array_equal(out.get(), 2 * x)
+    on_device.set(read_only(np.ones(4)))
+    np.testing.assert_array_equal(on_device.get(), np.ones(4))
