@@ -117,3 +117,22 @@ def test_device_arrays_of_read_only_arrays() -> None:
     np.testing.assert_array_equal(out.get(), 2 * x)
     on_device.set(read_only(np.ones(4)))
     np.testing.assert_array_equal(on_device.get(), np.ones(4))
+
+
+# --- byte order --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_big_endian_array_is_named_so(backend: str) -> None:
+    swapped = np.arange(4.0).astype(">f8")
+    expected = ("parameter 'x' of kernel 'scale' must have dtype float64, got float64 in big-endian byte order "
+                "(>f8); pass a native-order array, e.g. x.astype(np.float64)")
+    with pytest.raises(TypeError) as info:
+        scale.compile(backend)(np.zeros(4), swapped, 2.0, 4)
+    assert str(info.value) == expected
+    with pytest.raises(TypeError, match="parameter 'x' of kernel 'diffe_weighted_sum' must have dtype float64, "
+                                        "got float64 in big-endian byte order"):
+        iz.grad(weighted_sum, backend=backend)(swapped, np.ones(4), 4)
+    with pytest.raises(TypeError, match=r"must have dtype float64, got int64 in big-endian byte order \(>i8\)$"):
+        scale.compile(backend)(np.zeros(4), np.arange(4).astype(">i8"), 2.0, 4)  # another dtype: no advice
+

@@ -2,7 +2,8 @@
 
 Arrays must be numpy arrays of exactly the parameter's dtype and number of dimensions, C-contiguous, and
 no two array arguments may share memory (the optimizer assumes distinct arrays do not overlap, like
-`restrict` in C): `TypeError` for the wrong kind, dtype or rank, `ValueError` for layout and overlap.
+`restrict` in C): `TypeError` for the wrong kind, dtype (naming a byte order that is not the machine's) or
+rank, `ValueError` for layout and overlap.
 A read-only numpy array is accepted where the kernel only reads it; where it may write it
 (`writable_parameters`: the memory effects that `optimize/function_attributes.py` infers for the compiled
 entry, so a gradient's shadows count as written) it is a `ValueError`, raised before anything runs.
@@ -67,7 +68,7 @@ def check_array(kernel: str, param: Parameter, value: object,
             raise TypeError(f"{where} got an iz.DeviceArray: device arrays run on backend=\"opencl\"; "
                             f"{param.name}.get() gives a numpy array")
         return check_device_array(where, param.type, value)  # type: ignore[arg-type]
-    array = interpreter.check_array(where, param.type, value)  # type: ignore[arg-type]
+    array = interpreter.check_array(where, param.type, value, param.name)  # type: ignore[arg-type]
     if not array.flags.c_contiguous:
         raise ValueError(f"{where} must be C-contiguous; pass np.ascontiguousarray({param.name})")
     return array

@@ -129,4 +129,5 @@ def _buffer_bytes(size: int, dtype: np.dtype) -> int:
 
 def _dtype_text(dtype: np.dtype) -> str:
     """The dtype's name, with its byte order where that is not the machine's ('>f8' is not float64 here)."""
-    return dtype.name if dtype.isnative else dtype.str
+    from isozyme.ssa.interpreter import dtype_text
+    return dtype_text(dtype)

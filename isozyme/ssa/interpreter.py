@@ -80,16 +80,28 @@ def located(inst: Instruction, message: str) -> str:
 # --- arguments --------------------------------------------------------------------------------------
 
 
-def check_array(where: str, ty: ArrayType, value: object) -> np.ndarray:
-    """`value` if it is a numpy array of `ty`'s dtype and rank; TypeError naming `where` otherwise."""
+def check_array(where: str, ty: ArrayType, value: object, name: str = "x") -> np.ndarray:
+    """`value` if it is a numpy array of `ty`'s dtype and rank; TypeError naming `where` otherwise (`name`:
+    the argument's, in the advice to convert an array of the right dtype in the other byte order)."""
     dtype = ty.element.numpy_dtype
     if not isinstance(value, np.ndarray):
         raise TypeError(f"{where} must be a {ty.rank}-D {dtype.name} array, got {type(value).__name__}")
     if value.dtype != dtype:
-        raise TypeError(f"{where} must have dtype {dtype.name}, got {value.dtype.name}")
+        advice = f"; pass a native-order array, e.g. {name}.astype(np.{dtype.name})" \
+            if value.dtype.newbyteorder("=") == dtype else ""
+        raise TypeError(f"{where} must have dtype {dtype.name}, got {dtype_text(value.dtype)}{advice}")
     if value.ndim != ty.rank:
         raise TypeError(f"{where} must be a {ty.rank}-D array, got {value.ndim}-D")
     return value
+
+
+def dtype_text(dtype: np.dtype) -> str:
+    """The dtype's name, with its byte order where that is not the machine's (a big-endian `>f8` is named
+    float64 too, but is not this machine's float64)."""
+    if dtype.isnative:
+        return dtype.name
+    order = {">": "big-endian", "<": "little-endian"}[dtype.byteorder]
+    return f"{dtype.name} in {order} byte order ({dtype.str})"
 
 
 _SCALAR_KINDS: dict[str, tuple[type, ...]] = {
@@ -122,7 +134,7 @@ def check_arguments(function: Function, args: Sequence[object]) -> list[RuntimeV
     for param, value in zip(function.args, args, strict=True):
         name = f"parameter %{param.name or param.index} of @{function.name}"
         if isinstance(param.type, ArrayType):
-            values.append(check_array(name, param.type, value))
+            values.append(check_array(name, param.type, value, param.name or "x"))
         elif isinstance(param.type, ScalarType):
             values.append(check_scalar(name, param.type, value))
         else:
