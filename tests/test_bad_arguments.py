@@ -15,6 +15,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -136,3 +138,62 @@ def test_a_big_endian_array_is_named_so(backend: str) -> None:
     with pytest.raises(TypeError, match=r"must have dtype float64, got int64 in big-endian byte order \(>i8\)$"):
         scale.compile(backend)(np.zeros(4), np.arange(4).astype(">i8"), 2.0, 4)  # another dtype: no advice
 
+
+
+# --- scalars out of range ----------------------------------------------------------------------------------
+
+
+@iz.kernel
+def mixed(a: f64, b: f32, n: i64, m: i32) -> f64:
+    return a * b + n + m
+
+
+I64_RANGE = "(from -9223372036854775808 to 9223372036854775807)"
+I32_RANGE = "(from -2147483648 to 2147483647)"
+OUT_OF_RANGE = [
+    ((10**400, 1.0, 1, 1), "parameter 'a' of kernel 'mixed': an integer of about 10**400 is too large for f64"),
+    ((-(10**309), 1.0, 1, 1), "parameter 'a' of kernel 'mixed': an integer of about -10**309 is too large for f64"),
+    ((1.0, 10**39, 1, 1), "parameter 'b' of kernel 'mixed': an integer of about 10**39 is too large for f32"),
+    ((1.0, 1.0, 2**70, 1), f"parameter 'n' of kernel 'mixed': 1180591620717411303424 does not fit in i64 {I64_RANGE}"),
+    ((1.0, 1.0, 10**23, 1), f"parameter 'n' of kernel 'mixed': 100000000000000000000000 does not fit in i64 {I64_RANGE}"),
+    ((1.0, 1.0, 2**63, 1), f"parameter 'n' of kernel 'mixed': 9223372036854775808 does not fit in i64 {I64_RANGE}"),
+    ((1.0, 1.0, np.uint64(2**64 - 1), 1), "parameter 'n' of kernel 'mixed': 18446744073709551615 does not fit"),
+    ((1.0, 1.0, 10**5000, 1), f"'n' of kernel 'mixed': an integer of about 10**5000 does not fit in i64 {I64_RANGE}"),
+    ((1.0, 1.0, 1, 2**31), f"parameter 'm' of kernel 'mixed': 2147483648 does not fit in i32 {I32_RANGE}"),
+    ((1.0, 1.0, 1, np.int64(-(2**40))), "parameter 'm' of kernel 'mixed': -1099511627776 does not fit in i32"),
+]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize(("args", "message"), OUT_OF_RANGE)
+def test_a_scalar_out_of_range_is_an_overflow_error_naming_it(backend: str, args: tuple, message: str) -> None:
+    with pytest.raises(OverflowError) as info:
+        mixed.compile(backend)(*args)
+    assert message in str(info.value)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_scalars_in_range_at_the_edges(backend: str) -> None:
+    run = mixed.compile(backend)
+    assert run(-(2**53), 1.0, -(2**63), -(2**31)) == float(-(2**53) - 2**63 - 2**31)
+    assert run(1.0, 2**127, 2**63 - 1, 2**31 - 1) == float(2**127 + 2**63 - 1 + 2**31 - 1)
+    assert run(1.0, 1e300, 0, 0) == np.inf  # a float rounds to f32 as numpy rounds it
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_scalars_of_derivatives_are_checked_alike(backend: str) -> None:
+    with pytest.raises(OverflowError, match=f"parameter 'n' of kernel 'diffe_mixed': 1180591620717411303424 does not "
+                                            f"fit in i64 {re.escape(I64_RANGE)}"):
+        iz.grad(mixed, backend=backend)(1.0, 1.0, 2**70, 1)
+    with pytest.raises(OverflowError, match=f"parameter 'm' of kernel 'diffe_mixed': .* {re.escape(I32_RANGE)}"):
+        iz.autodiff(mixed, iz.Active(1.0), iz.Active(1.0), 1, 10**23, backend=backend)
+    with pytest.raises(OverflowError, match="parameter 'a' of kernel 'diffe_mixed': an integer of about 10"):
+        iz.autodiff(mixed, iz.Active(10**400), 1.0, 1, 1, backend=backend)
+    with pytest.raises(OverflowError, match="parameter 'a' of kernel 'diffe_mixed': an integer of about 10"):
+        iz.grad(mixed, argnums=1, backend=backend)(10**400, 1.0, 1, 1)
+    with pytest.raises(OverflowError, match="parameter 'd_a' of kernel 'fwddiffe_mixed': an integer of about 10"):
+        iz.fwddiff(mixed, iz.Duplicated(1.0, 10**400), 1.0, 1, 1, backend=backend)
+    with pytest.raises(OverflowError, match="parameter 'n' of kernel 'fwddiffe_diffe_mixed': .* does not fit"):
+        iz.hvp(mixed, backend=backend)(1.0, 1.0, 2**70, 1, 1.0)
+    with pytest.raises(OverflowError, match="the direction v for parameter 'a' of kernel 'mixed': an integer"):
+        iz.hvp(mixed, backend=backend)(1.0, 1.0, 1, 1, 10**400)

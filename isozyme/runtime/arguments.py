@@ -10,8 +10,9 @@ entry, so a gradient's shadows count as written) it is a `ValueError`, raised be
 Where the backend runs on OpenCL (`device_arrays=True`) an array parameter also takes a `DeviceArray`
 (`iz.to_device`), checked for dtype and rank alike and passed on as it is; two parameters given the same
 device buffer overlap. Elsewhere a device array is a `TypeError` pointing to `.get()`.
-Scalars: a float parameter takes any real number, an integer parameter an integer (not a float: no silent
-truncation) in its range (`OverflowError` otherwise), a boolean parameter a bool. Every message names the
+Scalars: a float parameter takes any real number (an integer too large for its type is an `OverflowError`; a
+float rounds, 1e300 to inf as an f32), an integer parameter an integer (not a float: no silent truncation)
+in its range (`OverflowError` naming the range otherwise), a boolean parameter a bool. Every message names the
 parameter and the kernel. The per-value checks are the interpreter's (`ssa.interpreter.check_array`,
 `check_scalar`), so `isozyme run` and kernels accept the same values.
 """

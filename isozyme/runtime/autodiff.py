@@ -48,6 +48,7 @@ from isozyme.runtime import compile_log, race_detector
 from isozyme.runtime.arguments import Parameter, check_arguments, writable_parameters
 from isozyme.runtime.device_array import DeviceArray
 from isozyme.runtime.kernel import Kernel, _print_ir_request
+from isozyme.ssa import interpreter
 from isozyme.ssa.ir import Function, Module
 from isozyme.ssa.printer import print_module
 from isozyme.ssa.types import ArrayType, Type
@@ -575,7 +576,7 @@ def _direction(kernel: Kernel, param: Parameter, arg: object, v: object) -> obje
     the tangent of an array the kernel writes, and v stays the caller's), or a number."""
     if not isinstance(param.type, ArrayType):
         _check_scalar_tangent(kernel, param, v)
-        return float(v)  # type: ignore[arg-type]
+        return interpreter.check_scalar(f"the direction v for {_where(kernel, param)}", param.type, v)  # type: ignore
     direction = np.array(v, dtype=param.type.element.numpy_dtype, order="C", copy=True)
     shape = np.shape(arg)
     if direction.shape != shape:

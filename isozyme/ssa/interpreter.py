@@ -114,16 +114,38 @@ takes no float: no silent truncation)."""
 
 
 def check_scalar(where: str, ty: ScalarType, value: object) -> Scalar:
-    """`value` as a canonical scalar of `ty`; TypeError (wrong kind) or OverflowError (out of range)."""
+    """`value` as a canonical scalar of `ty`; TypeError (wrong kind) or OverflowError (an integer outside an
+    integer type's range, or too large for a float type: it has no inf to round to, and Python's `float()`
+    refuses it too). A float rounds to the type as numpy rounds it (1e300 is inf as an f32)."""
     if isinstance(value, np.ndarray) and value.ndim == 0:
         value = value[()]
     if not isinstance(value, _SCALAR_KINDS[ty.kind.value]):
         raise TypeError(f"{where} must be a {ty} scalar, got {type(value).__name__} {value!r}")
-    if ty.is_int and not -(1 << (ty.bits - 1)) <= int(value) < 1 << (ty.bits - 1):
-        raise OverflowError(f"{where}: {value} does not fit in {ty}")
+    if isinstance(value, np.generic):
+        value = value.item()
     if ty.is_int:
-        value = int(value)
-    return canonical_scalar(ty, value.item() if isinstance(value, np.generic) else value)
+        low, high = -(1 << (ty.bits - 1)), (1 << (ty.bits - 1)) - 1
+        if not low <= int(value) <= high:
+            raise OverflowError(f"{where}: {_integer_text(int(value))} does not fit in {ty} (from {low} to {high})")
+        return int(value)
+    if ty.is_float and isinstance(value, int) and not isinstance(value, bool):
+        try:
+            converted = canonical_scalar(ty, value)
+        except OverflowError:
+            converted = math.inf
+        if math.isinf(converted):  # type: ignore[arg-type]
+            raise OverflowError(f"{where}: {_integer_text(value)} is too large for {ty} (largest finite value "
+                                f"{float(np.finfo(ty.numpy_dtype).max):g})")
+        return converted
+    return canonical_scalar(ty, value)  # type: ignore[arg-type]
+
+
+def _integer_text(value: int) -> str:
+    """`value` in decimal, or its order of magnitude where that would be long (`str` refuses ints of more
+    than 4300 digits)."""
+    if abs(value) < 10**24:
+        return str(value)
+    return f"an integer of about {'-' if value < 0 else ''}10**{int(abs(value).bit_length() * math.log10(2))}"
 
 
 def check_arguments(function: Function, args: Sequence[object]) -> list[RuntimeValue]:
