@@ -157,7 +157,8 @@ def reverse_mode(problem: Problem, opt: str, backend: str) -> Derivative:
             call.append(iz.Active(value))
         else:
             call.append(copy_value(value))
-    result, adjoints = iz.autodiff(problem.case.kernel, *call, seed=problem.seed, opt=opt, backend=backend)
+    seed = problem.seed if problem.returns_float else None  # a kernel returning no float takes no seed
+    result, adjoints = iz.autodiff(problem.case.kernel, *call, seed=seed, opt=opt, backend=backend)
     active = iter(adjoints)
     parts = [np.ravel(shadows[p]) if p in shadows else np.array([next(active)]) for p in problem.inputs]
     arrays = [a.value if isinstance(a, iz.Duplicated) else a for a in call]

@@ -197,3 +197,37 @@ def test_the_scalars_of_derivatives_are_checked_alike(backend: str) -> None:
         iz.hvp(mixed, backend=backend)(1.0, 1.0, 2**70, 1, 1.0)
     with pytest.raises(OverflowError, match="the direction v for parameter 'a' of kernel 'mixed': an integer"):
         iz.hvp(mixed, backend=backend)(1.0, 1.0, 1, 1, 10**400)
+
+
+# --- seed= and argnums -------------------------------------------------------------------------------------
+
+
+@iz.kernel
+def count_positive(x: Array[f64], n: i64) -> i64:
+    c = 0
+    for i in range(n):
+        if x[i] > 0.0:
+            c += 1
+    return c
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_seed_seeds_the_returned_float_only(backend: str) -> None:
+    x = np.arange(4.0)
+    dx = np.zeros(4)
+    assert iz.autodiff(weighted_sum, iz.Duplicated(x, dx), np.ones(4), 4, seed=-2.0, backend=backend)[0] == 14.0
+    np.testing.assert_array_equal(dx, -4.0 * x)
+    dx[:] = 0.0
+    iz.autodiff(weighted_sum, iz.Duplicated(x, dx), np.ones(4), 4, backend=backend)  # 1.0 by default
+    np.testing.assert_array_equal(dx, 2.0 * x)
+    with pytest.raises(TypeError, match="seed= is the cotangent of the returned float, and kernel 'scale' returns "
+                                        r"nothing: seed the outputs through the shadows .*\(Duplicated\(out, d_out\)\)"):
+        iz.autodiff(scale, iz.Duplicated(np.zeros(4), np.ones(4)), iz.Duplicated(x, np.zeros(4)), 2.0, 4,
+                    seed=2.0, backend=backend)
+    with pytest.raises(TypeError, match="kernel 'count_positive' returns an i64, which has no derivative"):
+        iz.autodiff(count_positive, iz.Duplicated(x, np.zeros(4)), 4, seed=1.0, backend=backend)
+    with pytest.raises(TypeError, match=r"seed= \(the cotangent of the float kernel 'weighted_sum' returns\) must "
+                                        "be a f64 scalar, got str"):
+        iz.autodiff(weighted_sum, iz.Duplicated(x, np.zeros(4)), np.ones(4), 4, seed="1", backend=backend)
+    with pytest.raises(OverflowError, match=r"seed= \(the cotangent .*\): an integer of about 10\*\*400 is too large"):
+        iz.autodiff(weighted_sum, iz.Duplicated(x, np.zeros(4)), np.ones(4), 4, seed=10**400, backend=backend)

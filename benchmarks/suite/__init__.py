@@ -187,9 +187,11 @@ def prepare_gradient(bench: Benchmark, args: tuple, opt: str = "post", backend: 
         return (lambda: driver(args, opt, backend)), lambda gradient: gradient  # type: ignore[return-value]
     annotated, shadows = annotate(bench, args)
     active_positions = [i for i, kind in enumerate(bench.activity) if kind == "active"]
+    returns_float = bench.kernel.lower(verify_ir=False)[1].return_type.is_float
+    seed = bench.seed_return if returns_float else None  # a kernel returning no float takes no seed
 
     def call() -> object:
-        return iz.autodiff(bench.kernel, *annotated, seed=bench.seed_return, opt=opt, backend=backend)
+        return iz.autodiff(bench.kernel, *annotated, seed=seed, opt=opt, backend=backend)
 
     def finish(returned: object) -> Gradient:
         value, adjoints = returned  # type: ignore[misc]

@@ -2,12 +2,13 @@
 `Duplicated`, `Active`, and the inspection helpers `show_cache` and the `grad`/`grad-opt` and `fwd`/`fwd-opt`
 stages of `show_ir`. Forward mode and Hessian-vector products are described in their section below.
 
-`autodiff(kernel, *args, seed=1.0, opt="post", backend=None)` is Enzyme's combined reverse mode: each
+`autodiff(kernel, *args, seed=None, opt="post", backend=None)` is Enzyme's combined reverse mode: each
 argument is `Const(v)` (or a plain value), `Duplicated(array, shadow)` or `Active(scalar)`. The kernel runs
 (arrays it writes hold their new values afterwards), each shadow *accumulates* its array's adjoint, and the
 result is `(primal_return, adjoints)`, the adjoints of the Active arguments in argument order. For an
 array the kernel writes, the shadow holds the seed cotangent on entry and is consumed: zeroed where the
-kernel overwrote the array.
+kernel overwrote the array. `seed` is the cotangent of a returned float (Enzyme's `differet`, 1.0 when not
+given); for a kernel that returns no float there is nothing for it to seed, and passing one is a TypeError.
 
 `grad(kernel, argnums=0)` wraps it for kernels returning a float: arrays in `argnums` get fresh zero
 shadows, float scalars become Active; it returns the gradient (a tuple for a tuple of `argnums`).
@@ -283,10 +284,13 @@ def _checked_signature(api: str, kernel: Kernel, args: Sequence[object]) -> tupl
     return params, return_type
 
 
-def autodiff(kernel: Kernel, *args: object, seed: float = 1.0, opt: str = "post",
+def autodiff(kernel: Kernel, *args: object, seed: float | None = None, opt: str = "post",
              backend: str | None = None) -> tuple[object, tuple[object, ...]]:
-    """Reverse mode (module docstring): `(primal_return, adjoints of the Active arguments)`."""
+    """Reverse mode (module docstring): `(primal_return, adjoints of the Active arguments)`. `seed` is the
+    cotangent of the returned float (default 1.0); a TypeError for a kernel that returns no float, where
+    it would seed nothing (the cotangents of array outputs go in their shadows)."""
     params, return_type = _checked_signature("autodiff", kernel, args)
+    differet = _checked_seed(kernel, return_type, seed)
     activities = tuple(_classify(kernel, p, a) for p, a in zip(params, args))
     call: list[object] = []
     outputs: list[np.ndarray] = []
@@ -299,10 +303,24 @@ def autodiff(kernel: Kernel, *args: object, seed: float = 1.0, opt: str = "post"
         elif kind is ArgActivity.ACTIVE:
             outputs.append(np.zeros(1, dtype=param.type.numpy_dtype))  # type: ignore[attr-defined]
             call.append(outputs[-1])
-    if return_type.is_float:
-        call.append(seed)
+    if differet is not None:
+        call.append(differet)
     result = compiled_gradient(kernel, activities, opt, backend).entry(*call)
     return result, tuple(output[0].item() for output in outputs)
+
+
+def _checked_seed(kernel: Kernel, return_type: Type, seed: object) -> object:
+    """The cotangent of the kernel's float return value (1.0 by default), checked like a scalar argument;
+    None for a kernel that returns no float, which takes no seed (TypeError)."""
+    name = kernel.definition.name
+    if not return_type.is_float:
+        if seed is not None:
+            returns = "nothing" if return_type.is_void else f"an {return_type}, which has no derivative"
+            raise TypeError(f"seed= is the cotangent of the returned float, and kernel '{name}' returns {returns}: "
+                            "seed the outputs through the shadows of the arrays it writes (Duplicated(out, d_out))")
+        return None
+    where = f"seed= (the cotangent of the float kernel '{name}' returns)"
+    return interpreter.check_scalar(where, return_type, 1.0 if seed is None else seed)  # type: ignore[arg-type]
 
 
 def grad(kernel: Kernel, argnums: int | Sequence[int] = 0, opt: str = "post",
