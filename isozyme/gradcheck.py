@@ -39,7 +39,7 @@ import numpy as np
 
 from isozyme.enzyme_ad.custom import reads_and_writes
 from isozyme.runtime.arguments import Parameter
-from isozyme.runtime.autodiff import Active, Const, Duplicated, _signature, autodiff, fwddiff
+from isozyme.runtime.autodiff import Active, Const, Duplicated, _signature, argnum_positions, autodiff, fwddiff
 from isozyme.runtime.kernel import Kernel, show_ir
 from isozyme.ssa.types import ArrayType, Type
 
@@ -143,9 +143,9 @@ def _problem(kernel: Kernel, args: tuple[object, ...], argnums: int | Sequence[i
         raise TypeError(f"kernel '{kernel.definition.name}' takes {len(params)} argument(s) "
                         f"({', '.join(p.name for p in params)}), got {len(args)}")
     floats = tuple(i for i, p in enumerate(params) if _element(p.type).is_float)
-    positions = floats if argnums is None else ((argnums,) if isinstance(argnums, int) else tuple(argnums))
+    positions = floats if argnums is None else argnum_positions(kernel, params, argnums)
     for position in positions:
-        if not 0 <= position < len(params) or position not in floats:
+        if position not in floats:
             raise ValueError(f"argnums {position} of kernel '{kernel.definition.name}' is not a float array or "
                              f"float scalar parameter")
     _, function = kernel.lower()

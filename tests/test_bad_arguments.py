@@ -231,3 +231,35 @@ def test_seed_seeds_the_returned_float_only(backend: str) -> None:
         iz.autodiff(weighted_sum, iz.Duplicated(x, np.zeros(4)), np.ones(4), 4, seed="1", backend=backend)
     with pytest.raises(OverflowError, match=r"seed= \(the cotangent .*\): an integer of about 10\*\*400 is too large"):
         iz.autodiff(weighted_sum, iz.Duplicated(x, np.zeros(4)), np.ones(4), 4, seed=10**400, backend=backend)
+
+
+def test_grad_argnums_are_read_as_jax_reads_them() -> None:
+    x, w = np.arange(3.0), np.ones(3)
+    gradient = iz.grad(weighted_sum, argnums=(1, 0))(x, w, 3)
+    np.testing.assert_array_equal(gradient[0], x * x)
+    np.testing.assert_array_equal(gradient[1], 2 * x)
+    np.testing.assert_array_equal(iz.grad(weighted_sum, argnums=-2)(x, w, 3), x * x)  # from the end
+    np.testing.assert_array_equal(iz.grad(weighted_sum, argnums=[-3])(x, w, 3)[0], 2 * x)
+    np.testing.assert_array_equal(iz.grad(weighted_sum, argnums=np.int64(0))(x, w, 3), 2 * x)
+
+
+@pytest.mark.parametrize("transform", [iz.grad, iz.hvp])
+@pytest.mark.parametrize(("argnums", "error", "message"), [
+    ((0, 0), ValueError, r"argnums \(0, 0\) names parameter 'x' of kernel 'weighted_sum' twice"),
+    ((1, -2), ValueError, r"argnums \(1, -2\) names parameter 'w' of kernel 'weighted_sum' twice"),
+    (3, ValueError, r"argnums 3 is out of range for kernel 'weighted_sum' with 3 parameters \(from -3 to 2"),
+    ((0, -4), ValueError, "argnums -4 is out of range"),
+    ((), ValueError, r"argnums \(\) names no parameter of kernel 'weighted_sum'"),
+    (1.0, TypeError, "argnums must be an int or a sequence of ints, got 1.0"),
+    ("x", TypeError, "argnums must be an int or a sequence of ints, got 'x'"),
+])
+def test_bad_argnums(transform: object, argnums: object, error: type, message: str) -> None:
+    with pytest.raises(error, match=message):
+        transform(weighted_sum, argnums=argnums)  # type: ignore[operator]
+
+
+def test_gradcheck_reads_argnums_alike() -> None:
+    x, w = np.arange(1.0, 4.0), np.ones(3)
+    iz.testing.gradcheck(weighted_sum, x, w, 3, argnums=-3)
+    with pytest.raises(ValueError, match="names parameter 'x' of kernel 'weighted_sum' twice"):
+        iz.testing.gradcheck(weighted_sum, x, w, 3, argnums=(0, -3))

@@ -11,7 +11,9 @@ kernel overwrote the array. `seed` is the cotangent of a returned float (Enzyme'
 given); for a kernel that returns no float there is nothing for it to seed, and passing one is a TypeError.
 
 `grad(kernel, argnums=0)` wraps it for kernels returning a float: arrays in `argnums` get fresh zero
-shadows, float scalars become Active; it returns the gradient (a tuple for a tuple of `argnums`).
+shadows, float scalars become Active; it returns the gradient (a tuple for a tuple of `argnums`). `argnums`
+is read as JAX reads it (`argnum_positions`: a negative one counts from the end; one out of range or
+named twice is a ValueError), for `hvp` too.
 
 A gradient is compiled once per kernel, activity pattern, `opt`, backend and checked mode, through the
 pipeline of `enzyme_ad/gradient.py`; on the `llvm` backend its object code goes through the same memory
@@ -24,6 +26,7 @@ parameter).
 
 from __future__ import annotations
 
+import operator
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -323,6 +326,28 @@ def _checked_seed(kernel: Kernel, return_type: Type, seed: object) -> object:
     return interpreter.check_scalar(where, return_type, 1.0 if seed is None else seed)  # type: ignore[arg-type]
 
 
+def argnum_positions(kernel: Kernel, params: Sequence[Parameter], argnums: object) -> tuple[int, ...]:
+    """The parameter positions `argnums` names, in its order, as JAX reads them: an int or a sequence of
+    ints (TypeError otherwise), each in -len(params)..len(params)-1, a negative one counting from the end;
+    one out of range, none at all or one parameter named twice is a ValueError."""
+    name, count = kernel.definition.name, len(params)
+    try:
+        given = (operator.index(argnums),) if not isinstance(argnums, Sequence) else tuple(map(operator.index, argnums))
+    except TypeError:
+        raise TypeError(f"argnums must be an int or a sequence of ints, got {argnums!r}") from None
+    if not given:
+        raise ValueError(f"argnums {argnums!r} names no parameter of kernel '{name}'")
+    for position in given:
+        if not -count <= position < count:
+            raise ValueError(f"argnums {position} is out of range for kernel '{name}' with {count} parameters "
+                             f"(from {-count} to {count - 1}, negative ones counting from the end)")
+    positions = tuple(position % count for position in given)
+    twice = next((p for i, p in enumerate(positions) if p in positions[:i]), None)
+    if twice is not None:
+        raise ValueError(f"argnums {argnums!r} names parameter '{params[twice].name}' of kernel '{name}' twice")
+    return positions
+
+
 def grad(kernel: Kernel, argnums: int | Sequence[int] = 0, opt: str = "post",
          backend: str | None = None) -> Callable[..., object]:
     """The gradient function of a float-returning kernel (module docstring)."""
@@ -332,11 +357,7 @@ def grad(kernel: Kernel, argnums: int | Sequence[int] = 0, opt: str = "post",
     if not return_type.is_float:
         raise TypeError(f"grad needs a kernel returning a float; '{kernel.definition.name}' returns "
                         f"{return_type}: use iz.autodiff with a seeded shadow")
-    positions = (argnums,) if isinstance(argnums, int) else tuple(argnums)
-    for position in positions:
-        if not 0 <= position < len(params):
-            raise ValueError(f"argnums {position} is out of range for kernel '{kernel.definition.name}' "
-                             f"with {len(params)} parameters")
+    positions = argnum_positions(kernel, params, argnums)
 
     def gradient(*args: object) -> object:
         annotated: list[object] = list(args)
@@ -349,9 +370,9 @@ def grad(kernel: Kernel, argnums: int | Sequence[int] = 0, opt: str = "post",
                 annotated[position] = Active(args[position])
         _, adjoints = autodiff(kernel, *annotated, opt=opt, backend=backend)
         active = iter(adjoints)
-        by_position = {p: (shadows[p] if p in shadows else next(active)) for p in sorted(set(positions))}
+        by_position = {p: (shadows[p] if p in shadows else next(active)) for p in sorted(positions)}
         values = tuple(by_position[p] for p in positions)
-        return values[0] if isinstance(argnums, int) else values
+        return values if isinstance(argnums, Sequence) else values[0]
     return gradient
 
 
@@ -574,13 +595,8 @@ def fwddiff(kernel: Kernel, *args: object, opt: str = "post",
 
 
 def _hvp_positions(kernel: Kernel, params: list[Parameter], argnums: int | Sequence[int]) -> tuple[int, ...]:
-    positions = (argnums,) if isinstance(argnums, int) else tuple(argnums)
-    if len(set(positions)) != len(positions):
-        raise ValueError(f"argnums {positions} names a parameter twice")
+    positions = argnum_positions(kernel, params, argnums)
     for position in positions:
-        if not 0 <= position < len(params):
-            raise ValueError(f"argnums {position} is out of range for kernel '{kernel.definition.name}' "
-                             f"with {len(params)} parameters")
         param = params[position]
         element = param.type.element if isinstance(param.type, ArrayType) else param.type
         if not element.is_float:
@@ -619,7 +635,7 @@ def hvp(kernel: Kernel, argnums: int | Sequence[int] = 0, opt: str = "post",
             raise TypeError(f"the hvp of kernel '{kernel.definition.name}' takes its {len(params)} argument(s) "
                             f"({', '.join(p.name for p in params)}) and then v, got {len(args)}")
         *primal, v = args
-        directions = (v,) if isinstance(argnums, int) else tuple(v)  # type: ignore[arg-type]
+        directions = tuple(v) if isinstance(argnums, Sequence) else (v,)  # type: ignore[arg-type]
         if len(directions) != len(positions):
             raise ValueError(f"v needs one direction per argnum ({len(positions)}), got {len(directions)}")
         compiled = compiled_hvp(kernel, positions, opt, backend)
@@ -642,7 +658,7 @@ def hvp(kernel: Kernel, argnums: int | Sequence[int] = 0, opt: str = "post",
         compiled.entry(*call)
         results = tuple(outputs[p] if isinstance(params[p].type, ArrayType) else outputs[p][0].item()
                         for p in positions)
-        return results[0] if isinstance(argnums, int) else results
+        return results if isinstance(argnums, Sequence) else results[0]
     return product
 
 
