@@ -191,7 +191,7 @@ def reverse_mode(problem: Problem, opt: str, backend: str) -> Reverse:
             call.append(iz.Active(value))
         else:
             call.append(kernelgen.copy_args([value])[0])
-    seed = problem.seed if problem.program.returns else 1.0
+    seed = problem.seed if problem.program.returns else None  # a kernel returning no float takes no seed
     result, adjoints = iz.autodiff(problem.kernel, *call, seed=seed, opt=opt, backend=backend)
     active = iter(adjoints)
     parts = [np.ravel(shadows[p]) if p in shadows else np.array([next(active)]) for p in problem.inputs]
