@@ -22,6 +22,8 @@ import pytest
 
 import isozyme as iz
 from isozyme import Array, f32, f64, i32, i64
+from isozyme.ssa.parser import parse_module
+from isozyme.ssa.printer import print_module
 from tests.opencl_conformance import needs_opencl
 
 BACKENDS = ["interp", "llvm", pytest.param("opencl", marks=needs_opencl)]
@@ -155,7 +157,7 @@ OUT_OF_RANGE = [
     ((-(10**309), 1.0, 1, 1), "parameter 'a' of kernel 'mixed': an integer of about -10**309 is too large for f64"),
     ((1.0, 10**39, 1, 1), "parameter 'b' of kernel 'mixed': an integer of about 10**39 is too large for f32"),
     ((1.0, 1.0, 2**70, 1), f"parameter 'n' of kernel 'mixed': 1180591620717411303424 does not fit in i64 {I64_RANGE}"),
-    ((1.0, 1.0, 10**23, 1), f"parameter 'n' of kernel 'mixed': 100000000000000000000000 does not fit in i64 {I64_RANGE}"),
+    ((1.0, 1.0, 10**23, 1), f"'n' of kernel 'mixed': 100000000000000000000000 does not fit in i64 {I64_RANGE}"),
     ((1.0, 1.0, 2**63, 1), f"parameter 'n' of kernel 'mixed': 9223372036854775808 does not fit in i64 {I64_RANGE}"),
     ((1.0, 1.0, np.uint64(2**64 - 1), 1), "parameter 'n' of kernel 'mixed': 18446744073709551615 does not fit"),
     ((1.0, 1.0, 10**5000, 1), f"'n' of kernel 'mixed': an integer of about 10**5000 does not fit in i64 {I64_RANGE}"),
@@ -221,7 +223,7 @@ def test_seed_seeds_the_returned_float_only(backend: str) -> None:
     iz.autodiff(weighted_sum, iz.Duplicated(x, dx), np.ones(4), 4, backend=backend)  # 1.0 by default
     np.testing.assert_array_equal(dx, 2.0 * x)
     with pytest.raises(TypeError, match="seed= is the cotangent of the returned float, and kernel 'scale' returns "
-                                        r"nothing: seed the outputs through the shadows .*\(Duplicated\(out, d_out\)\)"):
+                                        r"nothing: seed the outputs through the shadows .*\(out, d_out\)\)"):
         iz.autodiff(scale, iz.Duplicated(np.zeros(4), np.ones(4)), iz.Duplicated(x, np.zeros(4)), 2.0, 4,
                     seed=2.0, backend=backend)
     with pytest.raises(TypeError, match="kernel 'count_positive' returns an i64, which has no derivative"):
@@ -263,3 +265,82 @@ def test_gradcheck_reads_argnums_alike() -> None:
     iz.testing.gradcheck(weighted_sum, x, w, 3, argnums=-3)
     with pytest.raises(ValueError, match="names parameter 'x' of kernel 'weighted_sum' twice"):
         iz.testing.gradcheck(weighted_sum, x, w, 3, argnums=(0, -3))
+
+
+# --- checked mode across calls -----------------------------------------------------------------------------
+
+
+@iz.kernel
+def element(x: Array[f64], i: i64) -> f64:
+    return x[i]
+
+
+@iz.kernel(inline=False)
+def element_kept(x: Array[f64], i: i64) -> f64:
+    return x[i]
+
+
+@iz.kernel(boundscheck=True)
+def element_checked(x: Array[f64], i: i64) -> f64:
+    return x[i]
+
+
+@iz.kernel(boundscheck=True)
+def checked_caller(x: Array[f64], i: i64) -> f64:
+    return element(x, i) + element_kept(x, i)
+
+
+@iz.kernel(boundscheck=True, inline=False)
+def element_checked_kept(x: Array[f64], i: i64) -> f64:
+    return x[i]
+
+
+@iz.kernel
+def unchecked_caller(out: Array[f64], x: Array[f64], i: i64) -> None:
+    out[0] = 2.0 * element_checked(x, i)
+
+
+@iz.kernel
+def unchecked_caller_kept(out: Array[f64], x: Array[f64], i: i64) -> None:
+    out[0] = 2.0 * element_checked_kept(x, i)
+
+
+def line_of(kernel: iz.Kernel) -> int:
+    return kernel.py_func.__code__.co_firstlineno + 2  # the decorator, the def, then `return x[i]`
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_checked_mode_covers_inlined_and_kept_callees(backend: str) -> None:
+    x = np.arange(4.0)
+    with pytest.raises(IndexError, match=rf"test_bad_arguments.py:{line_of(element)}:\d+: load: index \(4,\) is out "
+                                         r"of bounds for an array of shape \(4,\)"):
+        checked_caller.compile(backend)(x, 4)
+    with pytest.raises(IndexError, match=rf"test_bad_arguments.py:{line_of(element)}:\d+: load: index \(-1,\)"):
+        iz.grad(checked_caller, backend=backend)(x, -1)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize(("caller", "callee"), [(unchecked_caller, element_checked),
+                                                (unchecked_caller_kept, element_checked_kept)])
+def test_a_checked_callee_stays_checked_in_an_unchecked_caller(backend: str, caller: iz.Kernel,
+                                                               callee: iz.Kernel) -> None:
+    x, out = np.arange(4.0), np.zeros(1)
+    where = rf"test_bad_arguments.py:{line_of(callee)}:\d+: load: index \(5,\) is out of bounds"
+    caller.compile(backend)(out, x, 3)
+    assert out[0] == 6.0
+    with pytest.raises(IndexError, match=where):
+        caller.compile(backend)(out, x, 5)
+    with pytest.raises(IndexError, match=where):
+        iz.autodiff(caller, iz.Duplicated(out, np.ones(1)), iz.Duplicated(x, np.zeros(4)), 5, backend=backend)
+    with pytest.raises(IndexError, match=where):
+        iz.fwddiff(caller, iz.Duplicated(out, np.zeros(1)), iz.Duplicated(x, np.ones(4)), 5, backend=backend)
+
+
+def test_the_shadow_of_a_checked_access_is_checked() -> None:
+    for stage, activity in (("grad", ("dup", "dup", "const")), ("fwd", ("dup", "dup", "const"))):
+        text = iz.show_ir(unchecked_caller, stage=stage, activity=activity, opt="none")
+        shadow_accesses = [line for line in text.splitlines() if "%d_x[" in line or "%d.x[" in line]
+        assert shadow_accesses and all(line.rstrip().endswith("checked") for line in shadow_accesses), text
+    lowered = iz.show_ir(unchecked_caller, stage="ssa")
+    assert [line.strip() for line in lowered.splitlines() if line.endswith(" checked")] == ["%0 = load %x[%i] checked"]
+    assert print_module(parse_module(lowered)) == lowered  # the flag round-trips through the text form

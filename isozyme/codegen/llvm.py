@@ -328,7 +328,8 @@ class FunctionEmitter:
     # --- arrays ---
 
     def element_address(self, inst: Instruction, array: Value, indices: list[Value]) -> ir.Value:
-        """The address of `array[indices]` (row-major), after the bounds check in checked mode."""
+        """The address of `array[indices]` (row-major), after the bounds check in checked mode or of an access
+        flagged `checked`."""
         b = self.builder
         struct = self.operand(array)
         extents = [b.extract_value(struct, 1 + axis) for axis in range(len(indices))]

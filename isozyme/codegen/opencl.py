@@ -487,7 +487,8 @@ def _lower_fptosi(r: FunctionRenderer, inst: Instruction) -> str:
 
 
 def _flat_index(r: FunctionRenderer, inst: Instruction, array: Value, indices: tuple[Value, ...]) -> str:
-    """The row-major element offset; in checked mode every index is checked first."""
+    """The row-major element offset; in checked mode, or for an access flagged `checked`, every index is
+    checked first."""
     names = [r.name(i) for i in indices]
     extents = r.extents(array)
     if r.lang.options.boundscheck or CHECKED in inst.flags:

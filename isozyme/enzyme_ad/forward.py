@@ -37,7 +37,7 @@ from isozyme.enzyme_ad.errors import unsupported
 from isozyme.enzyme_ad.rules import MIRRORED_OPS, TANGENT_RULES
 from isozyme.ssa.builder import Builder
 from isozyme.ssa.dominators import DominatorTree
-from isozyme.ssa.ir import Argument, Block, Constant, Function, Instruction, Phi, Value
+from isozyme.ssa.ir import CHECKED, Argument, Block, Constant, Function, Instruction, Phi, Value
 from isozyme.ssa.ops import Op
 from isozyme.ssa.types import ArrayType, Type
 
@@ -184,7 +184,9 @@ class _ForwardSynthesis:
         body = block.instructions[block.first_non_phi_index():]
         for inst, after in zip(body, body[1:]):
             if self.activity.is_active_instruction(inst) or self._mirrored(inst):
-                self._differentiate(inst, Builder(loc=inst.loc).before(after))
+                builder = Builder(loc=inst.loc).before(after)
+                builder.access_flags = frozenset(inst.flags & {CHECKED})  # the tangent of a checked access too
+                self._differentiate(inst, builder)
         terminator = block.terminator
         if terminator is not None and terminator.op is Op.RET:
             self._store_return_tangent(terminator)

@@ -66,7 +66,7 @@ from isozyme.optimize.mem2reg import ARRAY_OPERAND
 from isozyme.ssa.builder import Builder
 from isozyme.ssa.cfg import predecessors
 from isozyme.ssa.dominators import DominatorTree
-from isozyme.ssa.ir import Argument, Block, Constant, Function, Instruction, Phi, Value
+from isozyme.ssa.ir import CHECKED, Argument, Block, Constant, Function, Instruction, Phi, Value
 from isozyme.ssa.loops import Loop, LoopNest, has_irreducible_control_flow
 from isozyme.ssa.ops import Op
 from isozyme.ssa.types import I64, ArrayType, Type
@@ -322,6 +322,7 @@ class _ReverseSynthesis:
 
     def _differentiate(self, inst: Instruction, context: ReverseContext, builder: Builder) -> None:
         builder.loc = inst.loc
+        builder.access_flags = frozenset(inst.flags & {CHECKED})  # the shadow of a checked access is checked
         if inst.op is Op.CALL and custom_rule(inst.callee) is not None:
             self._custom_call(inst, custom_rule(inst.callee), context, builder)  # type: ignore[arg-type]
             return

@@ -15,11 +15,17 @@ they read outside the kernels is found by its source key and loaded without lowe
 
 Checked mode (`@iz.kernel(boundscheck=True)`, or `ISOZYME_BOUNDSCHECK=1` for kernels that do not say)
 makes compiled code check every array index and raise IndexError with the source location, the index and
-the shape. `ISOZYME_PRINT_IR` prints IR at compile time to stderr: `ssa` (as lowered), `opt` (after the
-pipeline), `after-all` (after every pass), a pass name, `grad` and `grad-opt` (a gradient `diffe_f` right
-after AD and optimized), `fwd` and `fwd-opt` (the same for a forward-mode `fwddiffe_f`), `llvm` or
-`llvm-opt` (the LLVM IR before and after LLVM's O3); several separated by commas. While it is set,
-the disk cache is not read (a cache hit would skip the stages to print).
+the shape, on `llvm` and `opencl` (`interp` always checks). The kernel called from Python (or
+differentiated) in checked mode flags every access of its module `checked` (`ir.CHECKED`: its callees',
+inlined or not, and AD's shadow accesses too), and a kernel that says `boundscheck=True` flags its own, so
+they stay checked inside an unchecked caller. Unchecked, an out-of-bounds index is undefined behaviour (on
+a CPU a far one kills the process with a segmentation fault).
+
+`ISOZYME_PRINT_IR` prints IR at compile time to stderr: `ssa` (as lowered), `opt` (after the pipeline),
+`after-all` (after every pass), a pass name, `grad` and `grad-opt` (a gradient `diffe_f` right after AD and
+optimized), `fwd` and `fwd-opt` (the same for a forward-mode `fwddiffe_f`), `llvm` or `llvm-opt` (the LLVM
+IR before and after LLVM's O3); several separated by commas. While it is set, the disk cache is not read (a
+cache hit would skip the stages to print).
 """
 
 from __future__ import annotations
@@ -240,7 +246,8 @@ def kernel(function: Callable | None = None, *, backend: str | None = None, boun
            inline: bool = True) -> Kernel | Callable[[Callable], Kernel]:
     """Decorate a Python function as a kernel: `@iz.kernel` or `@iz.kernel(backend="interp")`.
     `inline=False`: calls of this kernel are never inlined, by the optimizer or by reverse mode (which
-    differentiates them in split mode, enzyme_ad/custom.py)."""
+    differentiates them in split mode, enzyme_ad/custom.py). `boundscheck=True`: checked mode (module
+    docstring), for this kernel's own accesses wherever it is called from and for all the code it calls."""
     if function is not None:
         return Kernel(function, backend, boundscheck, inline)
     return lambda f: Kernel(f, backend, boundscheck, inline)

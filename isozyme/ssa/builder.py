@@ -13,7 +13,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 
-from isozyme.ssa.ir import Argument, Block, Constant, Function, Instruction, IRError, Module, Phi, SourceLoc, Value
+from isozyme.ssa.ir import (
+    ACCESS_OPS,
+    Argument,
+    Block,
+    Constant,
+    Function,
+    Instruction,
+    IRError,
+    Module,
+    Phi,
+    SourceLoc,
+    Value,
+)
 from isozyme.ssa.ops import OP_INFO, SHARED_CLASSES, Op, Syntax, result_type
 from isozyme.ssa.types import F64, I1, I64, VOID, ArrayType, ScalarType, Type
 
@@ -46,6 +58,9 @@ class Builder:
         """When set, new instructions go just before it."""
         self.loc = loc
         """Source location stamped on new instructions."""
+        self.access_flags: frozenset[str] = frozenset()
+        """Flags stamped on new loads, stores and atomic adds (AD stamps `ir.CHECKED` while it differentiates
+        a checked access, so that the shadow's access is checked too)."""
 
     def at_end(self, block: Block) -> Builder:
         self.block, self.anchor = block, None
@@ -60,6 +75,8 @@ class Builder:
             raise IRError("the builder has no insertion block")
         if inst.loc is None:
             inst.loc = self.loc
+        if inst.op in ACCESS_OPS:
+            inst.flags |= self.access_flags
         if self.anchor is not None:
             return self.block.insert_before(self.anchor, inst)
         return self.block.append(inst)
