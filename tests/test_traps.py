@@ -68,6 +68,21 @@ def scaled_scratch(x: Array[f64], n: i64) -> f64:
     return s
 
 
+@iz.kernel
+def squares_after_a_quotient(x: Array[f64], d: i64) -> f64:
+    q = x.shape[0] // d
+    s = 0.0
+    for i in range(x.shape[0]):
+        s += x[i] * x[i]
+    return s
+
+
+@iz.kernel(boundscheck=True)
+def square_after_a_peek(x: Array[f64], i: i64) -> f64:
+    v = x[i]
+    return x[0] * x[0]
+
+
 def run(kernel: iz.Kernel, backend: str, opt: str, *args: object) -> object:
     return kernel.compile(backend, opt)(*args)
 
@@ -146,3 +161,16 @@ def test_more_than_the_devices_largest_buffer_names_the_limit(backend: str) -> N
     with pytest.raises(MemoryError, match=r"test_traps.py:\d+:\d+: alloc: cannot allocate \d+ bytes of local "
                                           r"arrays on .*CL_DEVICE_MAX_MEM_ALLOC_SIZE"):
         run(column_sum, backend, "O2", rows, 1)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("opt", ["none", "pre", "post"])
+def test_gradients_keep_the_traps_of_the_primal(backend: str, opt: str) -> None:
+    """An unused division and an unused checked load take no part in the derivative, yet the gradient
+    fails where the kernel does."""
+    x = np.arange(3.0)
+    assert np.allclose(iz.grad(squares_after_a_quotient, backend=backend, opt=opt)(x, 2), 2 * x)
+    with pytest.raises(ZeroDivisionError, match=r"test_traps.py:\d+:\d+: ifloordiv"):
+        iz.grad(squares_after_a_quotient, backend=backend, opt=opt)(x, 0)
+    with pytest.raises(IndexError, match=r"test_traps.py:\d+:\d+: load: index \(9,\) is out of bounds"):
+        iz.grad(square_after_a_peek, backend=backend, opt=opt)(x, 9)
