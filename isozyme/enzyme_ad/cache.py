@@ -263,15 +263,20 @@ class PrimalValues:
     def _steps_with(self, index: Value, loop: Loop) -> bool:
         """Is `index` an induction variable of `loop` with a nonzero constant step, or `iv + c`, `c + iv`,
         `iv - c` or `c - iv` for such an `iv` and a `c` defined outside `loop`?"""
-        induction = self._induction(index)
-        if induction is not None:
-            step = induction[2]
-            return induction[0] is loop and isinstance(step, Constant) and step.value != 0
-        if not isinstance(index, Instruction) or index.op not in (Op.IADD, Op.ISUB):
-            return False
-        left, right = index.operands
-        return (self._steps_with(left, loop) and _defined_outside(right, loop)) \
-            or (self._steps_with(right, loop) and _defined_outside(left, loop))
+        while True:  # down a chain of `iadd`s and `isub`s, without recursion (it may be long)
+            induction = self._induction(index)
+            if induction is not None:
+                step = induction[2]
+                return induction[0] is loop and isinstance(step, Constant) and step.value != 0
+            if not isinstance(index, Instruction) or index.op not in (Op.IADD, Op.ISUB):
+                return False
+            left, right = index.operands
+            if _defined_outside(right, loop):
+                index = left
+            elif _defined_outside(left, loop):
+                index = right  # (when both are, neither steps with the loop)
+            else:
+                return False
 
     def _index_at_hand(self, index: Value, context: ReverseContext) -> bool:
         """Is `index` available without a tape, or an induction variable of a loop counted where `context`
