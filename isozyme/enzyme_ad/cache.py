@@ -238,7 +238,7 @@ class PrimalValues:
         for use in value.uses:
             store = use.user
             if store.op is not Op.STORE or use.index != 0 or store.block is not block \
-                    or block.instructions.index(store) < block.instructions.index(value):
+                    or block.position(store) < block.position(value):
                 continue
             if self.array_available(store.operands[1]) and self._unwritten_after(store, store.operands[1]) \
                     and self._distinct_per_iteration(store) \
@@ -356,13 +356,13 @@ class PrimalValues:
         block = access.block
         assert block is not None
         reach = self._reachable(block)
-        position = block.instructions.index(access)
+        position = block.position(access)
         for writer, written in self.writers.get(root, ()):
             if writer is access:
                 continue
             if written in reach:
                 return False
-            if written is block and (writer.block is not block or block.instructions.index(writer) > position):
+            if written is block and (writer.block is not block or block.position(writer) > position):
                 return False
         return True
 
@@ -693,7 +693,7 @@ def _after(value: Instruction) -> Builder:
     assert block is not None
     if isinstance(value, Phi):
         return Builder(loc=value.loc).before(block.instructions[block.first_non_phi_index()])
-    return Builder(loc=value.loc).before(block.instructions[block.instructions.index(value) + 1])
+    return Builder(loc=value.loc).before(block.instructions[block.position(value) + 1])
 
 
 def loops_around(nest: LoopNest, block: Block) -> list[Loop]:

@@ -249,7 +249,7 @@ class _ReverseSynthesis:
             element = inst.type.element  # type: ignore[attr-defined]
             name = f"d_{inst.name or 'local'}"
             if self.primal.is_direct(inst):
-                builder = Builder(loc=inst.loc).before(inst.block.instructions[inst.block.instructions.index(inst) + 1])
+                builder = Builder(loc=inst.loc).before(inst.block.instructions[inst.block.position(inst) + 1])
                 self.shadows[inst] = builder.alloc(element, *inst.operands, zeroed=True, name=name)
                 continue
             shadow = self._zeroed_in_entry(inst, name)

@@ -110,7 +110,7 @@ class DominatorTree:
         """`a` runs before `b` on every path to `b`: same block and earlier, or a dominating block."""
         if a.block is b.block:
             block = a.block
-            return block.instructions.index(a) < block.instructions.index(b)  # type: ignore[union-attr]
+            return block.position(a) < block.position(b)  # type: ignore[union-attr]
         return self.dominates(a.block, b.block)  # type: ignore[arg-type]
 
     def dominates_use(self, value: Value, use: Use) -> bool:

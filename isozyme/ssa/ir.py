@@ -199,7 +199,7 @@ class Instruction(Value):
     def remove_from_block(self) -> None:
         """Detach from the block, keeping operands (to move the instruction elsewhere)."""
         if self.block is not None:
-            self.block.instructions.remove(self)
+            self.block._detach(self)
             self.block = None
 
     def move_before(self, anchor: Instruction) -> None:
@@ -294,15 +294,36 @@ class Phi(Instruction):
 
 @dataclass(eq=False, repr=False)
 class Block:
-    """A basic block: phis, then instructions, then one terminator."""
+    """A basic block: phis, then instructions, then one terminator.
+
+    Blocks hold thousands of instructions in generated code, so the edits that passes make many of in a
+    row cost O(1) each: a detached instruction leaves the list when it is next read (one pass over it for
+    any number of removals), inserting before the same instruction again does not search for it, and
+    `position` numbers the instructions once until the block changes."""
 
     name: str | None = None
     """Label hint for the printer (`bb3`, `for.body`)."""
     _: KW_ONLY
-    instructions: list[Instruction] = field(default_factory=list)
-    """Phis, body and terminator in order; edit through `append`, `insert_before` and `Instruction` methods."""
     function: Function | None = None
     """The function holding the block."""
+
+    def __post_init__(self) -> None:
+        self._instructions: list[Instruction] = []
+        self._detached = 0
+        """How many instructions of `_instructions` were detached since it was last compacted."""
+        self._positions: dict[Instruction, int] | None = None
+        """Index of each instruction, while no insertion or removal has happened since it was made."""
+        self._anchor_index = 0
+        """Where the anchor of the last `insert_before` is now (a hint, checked before use)."""
+
+    @property
+    def instructions(self) -> list[Instruction]:
+        """Phis, body and terminator in order; edit through `append`, `insert_before` and `Instruction` methods."""
+        if self._detached:
+            # in place, so that a list held across the removal is right, as with `list.remove`
+            self._instructions[:] = [inst for inst in self._instructions if inst.block is self]
+            self._detached = 0
+        return self._instructions
 
     @property
     def phis(self) -> list[Phi]:
@@ -317,8 +338,9 @@ class Block:
     @property
     def terminator(self) -> Instruction | None:
         """The last instruction if it is a terminator, else None (while the block is being built)."""
-        if self.instructions and self.instructions[-1].is_terminator:
-            return self.instructions[-1]
+        instructions = self.instructions
+        if instructions and instructions[-1].is_terminator:
+            return instructions[-1]
         return None
 
     @property
@@ -329,23 +351,49 @@ class Block:
     def first_non_phi_index(self) -> int:
         return len(self.phis)
 
+    def position(self, inst: Instruction) -> int:
+        """The index of `inst` in `instructions` (ValueError when it is not there)."""
+        instructions = self.instructions
+        index = self._positions.get(inst) if self._positions is not None else None
+        if index is None or index >= len(instructions) or instructions[index] is not inst:
+            self._positions = {each: index for index, each in enumerate(instructions)}  # changed: renumber
+            index = self._positions.get(inst)
+            if index is None:
+                raise ValueError(f"{inst.op} is not in block {self.name}")
+        return index
+
     def _adopt(self, inst: Instruction) -> None:
         if inst.block is not None:
             raise IRError(f"{inst.op} is already in a block; remove it first")
         inst.block = self
 
+    def _detach(self, inst: Instruction) -> None:
+        self._detached += 1
+        self._positions = None
+
     def append(self, inst: Instruction) -> Instruction:
+        instructions = self.instructions  # compacted before `inst` may come back to this block
         self._adopt(inst)
-        self.instructions.append(inst)
+        instructions.append(inst)
+        if self._positions is not None:
+            self._positions[inst] = len(instructions) - 1
         return inst
 
     def insert(self, index: int, inst: Instruction) -> Instruction:
+        instructions = self.instructions
         self._adopt(inst)
-        self.instructions.insert(index, inst)
+        instructions.insert(index, inst)
+        self._positions = None
         return inst
 
     def insert_before(self, anchor: Instruction, inst: Instruction) -> Instruction:
-        return self.insert(self.instructions.index(anchor), inst)
+        instructions = self.instructions
+        index = self._anchor_index
+        if not (index < len(instructions) and instructions[index] is anchor):
+            index = self.position(anchor)
+        self.insert(index, inst)
+        self._anchor_index = index + 1
+        return inst
 
     def __repr__(self) -> str:
         return f"<Block {self.name or hex(id(self))}>"
