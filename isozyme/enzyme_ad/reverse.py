@@ -545,7 +545,8 @@ def _order_blocks(function: Function, forward: list[Block], reverse: dict[Block,
         if block not in placed:
             owner = next((r for r in reverse.values() if block.name and block.name.startswith(f"{r.name}.")), None)
             extra.setdefault(owner, []).append(block)  # type: ignore[arg-type]
-    order = [block for block in function.blocks if block in set(forward)]
+    forward_set = set(forward)
+    order = [block for block in function.blocks if block in forward_set]
     for primal in reversed(forward):
         order.append(reverse[primal])
         order.extend(extra.pop(reverse[primal], []))
