@@ -11,7 +11,8 @@ After cse, no two instructions of these kinds compute the same value where one d
     the same array and indices (store-to-load forwarding). Availability ends at a store or `atomic_add`
     to an array that may alias (memory_effects.py), at a `grow` of it, at a call that may write it, and,
     entering a block with several predecessors, for every array that a block on some path from its
-    immediate dominator to it (not through the dominator; for a loop header: the whole loop) may write.
+    immediate dominator to it (not through the dominator; for a loop header: the whole loop) may write,
+    and for every array when more than REGION_LIMIT blocks lie on those paths.
 
 Never numbered: `alloc` (every one is a new array), phis, stores, `atomic_add`, `grow`, `assert`, calls that
 are not `readnone`. Requires verified SSA; keeps it; the CFG is unchanged.
@@ -130,20 +131,29 @@ class _AvailableLoads:
                 self.by_array.setdefault(array, {})[key] = None
 
 
-def _writes_between(block: Block, tree: DominatorTree, block_writes: dict[Block, MemoryWrites]) -> MemoryWrites:
-    """What the blocks on paths from `block`'s immediate dominator to `block` (not through it) may write."""
+REGION_LIMIT = 1000
+"""Blocks `_forget_writes_between` looks at before it takes a join's region to write everything (the join
+then forgets every load): the regions of a chain of joins overlap, so walking each in full costs the
+square of the chain's length (the reverse of a 10,000-operand `and`)."""
+
+
+def _forget_writes_between(block: Block, tree: DominatorTree, block_writes: dict[Block, MemoryWrites],
+                           loads: _AvailableLoads) -> None:
+    """Forget the loads that a block on some path from `block`'s immediate dominator to `block` (not
+    through it) may overwrite; the walk ends when no load is left to forget."""
     idom = tree.idom[block]
-    writes = MemoryWrites()
     seen: set[Block] = set()
     worklist = [pred for pred in tree.preds[block] if tree.is_reachable(pred)]
-    while worklist:
+    while worklist and loads.entries:
         current = worklist.pop()
         if current is idom or current in seen:
             continue
+        if len(seen) == REGION_LIMIT:
+            loads.kill(MemoryWrites(everything=True))
+            return
         seen.add(current)
-        writes.merge(block_writes[current])
+        loads.kill(block_writes[current])
         worklist.extend(pred for pred in tree.preds[current] if tree.is_reachable(pred))
-    return writes
 
 
 def _replace(inst: Instruction, value: Value) -> None:
@@ -199,7 +209,7 @@ def common_subexpression_elimination(function: Function) -> bool:
         stack.append((block, (values.mark(), loads.mark())))
         if sum(1 for pred in tree.preds[block] if tree.is_reachable(pred)) > 1:
             # A join: other paths from the dominator may have written memory.
-            loads.kill(_writes_between(block, tree, block_writes))
+            _forget_writes_between(block, tree, block_writes, loads)
         changed |= _number_block(block, values, loads)
         stack.extend((child, None) for child in tree.children[block])
     return changed
