@@ -588,6 +588,84 @@ def test_a_zeroed_array_in_a_serial_loop_on_llvm() -> None:
     assert "llvm.memset" in emitted
 
 
+@iz.kernel
+def zeros_sized_by_a_carried_value(x: Array[f64], n: i64) -> f64:
+    """Issue 23: the extent `n + m` (an argument, then a loop-carried value) was taken as known at the
+    start, and cloning it into the entry block followed the phi around the loop forever."""
+    s = 0.0
+    m = 1
+    for i in range(n):
+        a = iz.zeros(n + m, iz.f64)
+        b = iz.zeros(m + n, iz.f64)
+        a[i] = x[i]
+        b[n + m - 1] = x[i] * 2.0
+        s += a[i] + a[n + m - 1] + b[n + m - 1]
+        m = m + 1
+    return s
+
+
+@pytest.mark.parametrize("pipeline", ["O0", "O2"])
+@pytest.mark.parametrize("backend", ["interp", "llvm"])
+def test_an_extent_with_a_loop_carried_operand_is_dynamic(backend: str, pipeline: str) -> None:
+    x = np.arange(1.0, 6.0)
+    got = zeros_sized_by_a_carried_value.compile(backend, pipeline).entry(x, 5)
+    assert got == zeros_sized_by_a_carried_value.py_func(x, 5) == 3.0 * x.sum()
+
+
+def test_an_extent_is_dynamic_whichever_operand_is_unknown() -> None:
+    """An extent with one operand not known at the start is dynamic (not placed), also when an earlier
+    operand is an argument whose value was not given (symbolic) or fails (invalid)."""
+    module = parse_module("""func @f(%n: i64) -> f64 {
+entry:
+  br loop
+loop:
+  %m = phi i64 [entry: 1, loop: %m.next]
+  %e1 = iadd %n, %m
+  %a = alloc f64[%e1]
+  %e2 = iadd %m, %n
+  %b = alloc f64[%e2]
+  %q = ifloordiv %n, 0
+  %e3 = iadd %q, %m
+  %c = alloc f64[%e3]
+  %m.next = iadd %m, 1
+  %more = icmp.slt %m.next, 3
+  cbr %more, loop, done
+done:
+  ret 0.0
+}
+""", "f")
+    function = module["f"]
+    for sizes in (None, {"n": 2}):
+        plan = plan_memory(function, sizes)
+        assert {buffer.name: buffer.status for buffer in plan.buffers} == {
+            "%a": BufferStatus.DYNAMIC, "%b": BufferStatus.DYNAMIC, "%c": BufferStatus.DYNAMIC}
+    assert not place_in_arena(function)
+
+
+def test_placement_clones_a_long_chain_of_extent_ops() -> None:
+    """An extent computed by 3,000 ops in a row (deeper than Python's recursion limit) is sized, and
+    computed again at the start, without recursion."""
+    depth = 3000
+    chain = "\n".join(f"  %e{k + 1} = iadd %e{k}, 1" for k in range(depth))
+    module = parse_module(f"""func @f(%n: i64) -> f64 {{
+entry:
+  %e0 = iadd %n, 0
+  br body
+body:
+{chain}
+  %a = alloc f64[%e{depth}] zeroed
+  store 2.0, %a[%n]
+  %v = load %a[%n]
+  ret %v
+}}
+""", "f")
+    function = module["f"]
+    plan = plan_memory(function, {"n": 5})
+    assert plan.buffers[0].status is BufferStatus.PLANNED and plan.buffers[0].size == 8 * (5 + depth)
+    placed = assert_placement_keeps_results(function, [5])
+    assert views_and_arenas(placed) == (1, 1) and run_function(placed, 5) == 2.0
+
+
 # --- placement: the examples' gradients ---------------------------------------------------------------------
 
 

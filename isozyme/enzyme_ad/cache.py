@@ -238,7 +238,7 @@ class PrimalValues:
         for use in value.uses:
             store = use.user
             if store.op is not Op.STORE or use.index != 0 or store.block is not block \
-                    or block.instructions.index(store) < block.instructions.index(value):
+                    or block.position(store) < block.position(value):
                 continue
             if self.array_available(store.operands[1]) and self._unwritten_after(store, store.operands[1]) \
                     and self._distinct_per_iteration(store) \
@@ -263,15 +263,20 @@ class PrimalValues:
     def _steps_with(self, index: Value, loop: Loop) -> bool:
         """Is `index` an induction variable of `loop` with a nonzero constant step, or `iv + c`, `c + iv`,
         `iv - c` or `c - iv` for such an `iv` and a `c` defined outside `loop`?"""
-        induction = self._induction(index)
-        if induction is not None:
-            step = induction[2]
-            return induction[0] is loop and isinstance(step, Constant) and step.value != 0
-        if not isinstance(index, Instruction) or index.op not in (Op.IADD, Op.ISUB):
-            return False
-        left, right = index.operands
-        return (self._steps_with(left, loop) and _defined_outside(right, loop)) \
-            or (self._steps_with(right, loop) and _defined_outside(left, loop))
+        while True:  # down a chain of `iadd`s and `isub`s, without recursion (it may be long)
+            induction = self._induction(index)
+            if induction is not None:
+                step = induction[2]
+                return induction[0] is loop and isinstance(step, Constant) and step.value != 0
+            if not isinstance(index, Instruction) or index.op not in (Op.IADD, Op.ISUB):
+                return False
+            left, right = index.operands
+            if _defined_outside(right, loop):
+                index = left
+            elif _defined_outside(left, loop):
+                index = right  # (when both are, neither steps with the loop)
+            else:
+                return False
 
     def _index_at_hand(self, index: Value, context: ReverseContext) -> bool:
         """Is `index` available without a tape, or an induction variable of a loop counted where `context`
@@ -351,13 +356,13 @@ class PrimalValues:
         block = access.block
         assert block is not None
         reach = self._reachable(block)
-        position = block.instructions.index(access)
+        position = block.position(access)
         for writer, written in self.writers.get(root, ()):
             if writer is access:
                 continue
             if written in reach:
                 return False
-            if written is block and (writer.block is not block or block.instructions.index(writer) > position):
+            if written is block and (writer.block is not block or block.position(writer) > position):
                 return False
         return True
 
@@ -688,7 +693,7 @@ def _after(value: Instruction) -> Builder:
     assert block is not None
     if isinstance(value, Phi):
         return Builder(loc=value.loc).before(block.instructions[block.first_non_phi_index()])
-    return Builder(loc=value.loc).before(block.instructions[block.instructions.index(value) + 1])
+    return Builder(loc=value.loc).before(block.instructions[block.position(value) + 1])
 
 
 def loops_around(nest: LoopNest, block: Block) -> list[Loop]:

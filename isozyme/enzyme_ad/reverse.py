@@ -249,7 +249,7 @@ class _ReverseSynthesis:
             element = inst.type.element  # type: ignore[attr-defined]
             name = f"d_{inst.name or 'local'}"
             if self.primal.is_direct(inst):
-                builder = Builder(loc=inst.loc).before(inst.block.instructions[inst.block.instructions.index(inst) + 1])
+                builder = Builder(loc=inst.loc).before(inst.block.instructions[inst.block.position(inst) + 1])
                 self.shadows[inst] = builder.alloc(element, *inst.operands, zeroed=True, name=name)
                 continue
             shadow = self._zeroed_in_entry(inst, name)
@@ -546,7 +546,8 @@ def _order_blocks(function: Function, forward: list[Block], reverse: dict[Block,
         if block not in placed:
             owner = next((r for r in reverse.values() if block.name and block.name.startswith(f"{r.name}.")), None)
             extra.setdefault(owner, []).append(block)  # type: ignore[arg-type]
-    order = [block for block in function.blocks if block in set(forward)]
+    forward_set = set(forward)
+    order = [block for block in function.blocks if block in forward_set]
     for primal in reversed(forward):
         order.append(reverse[primal])
         order.extend(extra.pop(reverse[primal], []))

@@ -212,9 +212,25 @@ class ExpressionLowering:
     # --- operators ------------------------------------------------------------------------------------
 
     def lower_binop(self: KernelLowering, node: ast.BinOp) -> Value:
-        left = self.scalar(node.left, f"'{OPERATOR_SYMBOLS.get(type(node.op), '?')}'")
-        right = self.scalar(node.right, f"'{OPERATOR_SYMBOLS.get(type(node.op), '?')}'")
-        return self.binary(node, node.op, left, right)
+        """`left <op> right`. An operator chain nests as deep as it is long (`a + b + c` is `(a + b) + c`;
+        generated code has thousands of terms), so the tree of `BinOp`s under `node` is walked with an
+        explicit stack, each left operand before its right one as Python evaluates them; only operands that
+        are not `BinOp`s go through `expr`."""
+        values: list[Value] = []
+        # (node, the operator it is an operand of, whether its own operands are lowered and on `values`)
+        work: list[tuple[ast.expr, ast.BinOp | None, bool]] = [(node, None, False)]
+        while work:
+            current, parent, operands_lowered = work.pop()
+            if operands_lowered:
+                right, left = values.pop(), values.pop()
+                with self.located(current):
+                    values.append(self.binary(current, current.op, left, right))  # type: ignore[attr-defined]
+            elif isinstance(current, ast.BinOp):
+                work += [(current, parent, True), (current.right, current, False), (current.left, current, False)]
+            else:
+                symbol = OPERATOR_SYMBOLS.get(type(parent.op), "?")  # type: ignore[union-attr]
+                values.append(self.scalar(current, f"'{symbol}'"))
+        return values.pop()
 
     def binary(self: KernelLowering, node: ast.AST, op: ast.operator, left: Value, right: Value) -> Value:
         """`left <op> right` with Python's typing (also used by augmented assignment)."""

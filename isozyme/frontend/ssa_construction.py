@@ -7,7 +7,9 @@ is not lowered yet) leaves an *incomplete phi* that gets its operands when the b
 2 and 4 of the paper). Phis that turn out to merge a single value are removed on the spot (Algorithm 3,
 `try_remove_trivial_phi`); values already handed out for them are found again through a forwarding map, so
 no use of a removed phi survives. `check_complete` asserts the end state: every block sealed, no incomplete
-phi left, every phi with one incoming per predecessor.
+phi left, every phi with one incoming per predecessor. The paper's algorithms recurse along chains of
+predecessors (Algorithm 2) and of phi users (Algorithm 3), which grow with the program: here both run on
+explicit stacks (`_run`, `try_remove_trivial_phi`), in the same order.
 
 Typing. A phi needs a type when it is created, before its operands are read (that is how the algorithm
 breaks cycles). It gets the type the variable has along the chain of first predecessors, which always leads
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 import ast
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 
 from isozyme.ssa.ir import Block, Function, Phi, SourceLoc, Value
@@ -57,6 +59,9 @@ Unify = Callable[[Type, Type], Type | None]
 """The join of two types for a merge, None when they conflict."""
 Convert = Callable[[Value, Type, Block], Value]
 """Converts a value to a type with instructions at the end of the given (terminated) block."""
+Reads = Generator[tuple[str, Block], Value, Value]
+"""A step of Algorithm 2 that yields (variable, block) for each value it needs from another block, is sent
+that value back, and returns its result (`SSAConstruction._run` drives it)."""
 
 
 class SSAConstruction:
@@ -103,7 +108,7 @@ class SSAConstruction:
         value = self.current_def[name].get(block)
         if value is not None:
             return self.resolve(value)
-        return self._read_variable_recursive(name, block)
+        return self._run(self._read_variable_recursive(name, block))
 
     def resolve(self, value: Value) -> Value:
         """Follow the forwarding of removed trivial phis."""
@@ -116,19 +121,41 @@ class SSAConstruction:
 
     # --- Algorithm 2: global value numbering ----------------------------------------------------------
 
-    def _read_variable_recursive(self, name: str, block: Block) -> Value:
+    def _run(self, steps: Reads) -> Value:
+        """Run a step of Algorithm 2 and the reads it asks for on an explicit stack: the paper's recursion
+        follows chains of predecessors, which are as long as the program (a read after 2,000 `if`s walks
+        back through all of them)."""
+        stack = [steps]
+        sent: Value | None = None
+        while True:
+            try:
+                name, block = stack[-1].send(sent)  # type: ignore[arg-type]
+            except StopIteration as finished:
+                stack.pop()
+                if not stack:
+                    return finished.value
+                sent = finished.value
+                continue
+            known = self.current_def[name].get(block)
+            if known is not None:
+                sent = self.resolve(known)
+            else:
+                stack.append(self._read_variable_recursive(name, block))
+                sent = None
+
+    def _read_variable_recursive(self, name: str, block: Block) -> Reads:
         preds = self.preds[block]
         if block not in self.sealed:
             value: Value = self._new_phi(name, block)
             self.incomplete_phis[block][name] = value  # type: ignore[assignment]
         elif len(preds) == 1:
-            value = self.read_variable(name, preds[0])
+            value = yield name, preds[0]
         elif not preds:
             raise UndefinedVariable(name)
         else:
             phi = self._new_phi(name, block)
             self.write_variable(name, block, phi)  # breaks cycles through loops
-            value = self._add_phi_operands(name, phi)
+            value = yield from self._add_phi_operands(name, phi)
         # Removing a trivial phi may make another trivial in turn (its users are revisited), so the value
         # just computed may already be forwarded: resolve it before anyone holds on to it.
         value = self.resolve(value)
@@ -156,11 +183,13 @@ class SSAConstruction:
             block = self.preds[block][0]
         raise UndefinedVariable(name)
 
-    def _add_phi_operands(self, name: str, phi: Phi) -> Value:
+    def _add_phi_operands(self, name: str, phi: Phi) -> Reads:
         block = phi.block
         assert block is not None
-        incoming = [(pred, self.read_variable(name, pred)) for pred in self.preds[block]]
-        incoming = [(pred, self.resolve(value)) for pred, value in incoming]
+        read = []
+        for pred in self.preds[block]:
+            read.append((pred, (yield name, pred)))
+        incoming = [(pred, self.resolve(value)) for pred, value in read]
         self._retype(name, phi, [value for _, value in incoming if value is not phi])
         for pred, value in incoming:
             if value is not phi and value.type != phi.type:
@@ -183,6 +212,24 @@ class SSAConstruction:
     # --- Algorithm 3: trivial phi removal -------------------------------------------------------------
 
     def try_remove_trivial_phi(self, phi: Phi) -> Value:
+        """The value that replaces `phi` when it merges only one value besides itself, else `phi`.
+        Removing a phi may make the phis using it trivial in turn: the paper revisits them recursively,
+        here they are visited depth-first from a stack (a chain of phis is as long as the program)."""
+        same = self._trivial_value(phi)
+        if same is None:
+            return phi
+        work = self._remove_trivial_phi(phi, same)
+        while work:
+            user = work.pop()
+            if user.block is None or user in self.forward:
+                continue
+            user_same = self._trivial_value(user)
+            if user_same is not None:
+                work += self._remove_trivial_phi(user, user_same)
+        return same
+
+    def _trivial_value(self, phi: Phi) -> Value | None:
+        """The one value `phi` merges besides itself; None when it merges several."""
         same: Value | None = None
         for _, operand in phi.incoming:
             operand = self.resolve(operand)
@@ -191,25 +238,26 @@ class SSAConstruction:
             if same is not None:
                 if isinstance(phi.type, ArrayType):
                     self.array_phis[phi] = None
-                return phi
+                return None
             same = operand
         if same is None:
             raise UndefinedVariable(self.phi_var[phi])  # only reachable through itself
+        return same
+
+    def _remove_trivial_phi(self, phi: Phi, same: Value) -> list[Phi]:
+        """Replace `phi` by `same`; the phis that used it, to revisit, the first one last."""
         users = [use.user for use in phi.uses if use.user is not phi]
         phi.replace_all_uses_with(same)
         self.forward[phi] = same
         phi.drop_operands()
         phi.remove_from_block()
-        for user in users:
-            if isinstance(user, Phi) and user.block is not None and user not in self.forward:
-                self.try_remove_trivial_phi(user)
-        return same
+        return [user for user in reversed(users) if isinstance(user, Phi)]
 
     # --- Algorithm 4: sealing -------------------------------------------------------------------------
 
     def seal_block(self, block: Block) -> None:
         for name, phi in list(self.incomplete_phis.pop(block, {}).items()):
-            self._add_phi_operands(name, phi)
+            self._run(self._add_phi_operands(name, phi))
         self.sealed.add(block)
 
     def check_complete(self) -> list[str]:

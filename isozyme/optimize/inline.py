@@ -120,7 +120,7 @@ def split_block_after(inst: Instruction, name: str | None = None) -> Block:
     """Move everything after `inst` into a new block placed right after its block; the new block."""
     block = inst.block
     assert block is not None and block.function is not None
-    tail = block.instructions[block.instructions.index(inst) + 1:]
+    tail = block.instructions[block.position(inst) + 1:]
     continuation = block.function.add_block(name, after=block)
     for moved in tail:
         moved.remove_from_block()

@@ -28,6 +28,10 @@ Nothing is copied, so the code does not grow; simplify-cfg then deletes the bloc
 
 from __future__ import annotations
 
+import math
+import struct
+from collections.abc import Hashable
+
 from isozyme.optimize.simplify_cfg import same_value
 from isozyme.ssa.builder import Builder
 from isozyme.ssa.cfg import predecessors
@@ -116,11 +120,24 @@ def _fold_implied_branches(function: Function) -> bool:
     changed = False
     tree = DominatorTree(function)
     preds = predecessors(function)
-    for block in tree.rpo:
+    facts = _KnownFacts()
+    # (block, None) to fold its branch; (block, mark) to leave its subtree, dropping the facts found in it
+    stack: list[tuple[Block, int | None]] = [(tree.rpo[0], None)] if tree.rpo else []
+    while stack:
+        block, mark = stack.pop()
+        if mark is not None:
+            facts.undo(mark)
+            continue
+        stack.append((block, facts.mark()))
+        stack.extend((child, None) for child in reversed(tree.children[block]))
+        parent = tree.idom.get(block)
+        fact = _edge_fact(parent, block) if parent is not None and preds[block] == [parent] else None
+        if fact is not None:
+            facts.add(fact)
         end = block.terminator
         if end is None or end.op is not Op.CBR or isinstance(end.operands[0], Constant):
             continue
-        outcome = _decided(end.operands[0], _facts_above(block, tree, preds))
+        outcome = facts.decided(end.operands[0])
         if outcome is None:
             continue
         taken, dropped = end.successors if outcome else end.successors[::-1]
@@ -132,6 +149,57 @@ def _fold_implied_branches(function: Function) -> bool:
         Builder(block, loc=end.loc).br(taken)
         changed = True
     return changed
+
+
+class _KnownFacts:
+    """The facts of the branches above the block that a walk of the dominator tree is at (`_facts_above`
+    of that block), indexed by condition and by the values a comparison compares, so that a block looks
+    only at the facts about its own condition; the walk drops each fact when it leaves the subtree where
+    the fact holds. (Collecting them per block up its dominator path cost the depth of the tree:
+    thousands of blocks after thousands of `if`s.)"""
+
+    def __init__(self) -> None:
+        self.index: dict[Hashable, list[tuple[int, Fact]]] = {}
+        self.log: list[list[Hashable]] = []
+        """The index keys of each fact added, in order."""
+
+    def add(self, fact: Fact) -> None:
+        keys = _fact_keys(fact[0])
+        for key in keys:
+            self.index.setdefault(key, []).append((len(self.log), fact))
+        self.log.append(keys)
+
+    def mark(self) -> int:
+        return len(self.log)
+
+    def undo(self, mark: int) -> None:
+        """Drop the facts added since `mark`."""
+        while len(self.log) > mark:
+            for key in self.log.pop():
+                self.index[key].pop()
+
+    def decided(self, condition: Value) -> bool | None:
+        """The outcome of `condition` that the nearest fact deciding it gives (as `_decided`)."""
+        candidates = [entry for key in _fact_keys(condition) for entry in self.index.get(key, ())]
+        return _decided(condition, [fact for _, fact in sorted(candidates, key=lambda entry: -entry[0])])
+
+
+def _fact_keys(condition: Value) -> list[Hashable]:
+    """Keys under which facts that may decide `condition` (`_outcome`) are found: the condition itself, and
+    for an integer comparison the values it compares (in either order)."""
+    keys: list[Hashable] = [("is", id(condition))]
+    if isinstance(condition, Instruction) and condition.op in HOLDS:
+        keys.append(("compares", frozenset(_value_key(operand) for operand in condition.operands)))
+    return keys
+
+
+def _value_key(value: Value) -> Hashable:
+    """Equal for values `same_value` calls one."""
+    if not isinstance(value, Constant):
+        return ("value", id(value))
+    if value.type.is_float:
+        return ("const", value.type, "nan" if math.isnan(value.value) else struct.pack("<d", value.value))
+    return ("const", value.type, value.value)
 
 
 def _thread_branch_blocks(function: Function) -> bool:

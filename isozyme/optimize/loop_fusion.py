@@ -63,6 +63,7 @@ from isozyme.optimize.instcombine import is_constant
 from isozyme.optimize.loop_canonicalization import insert_preheaders_and_latches
 from isozyme.ssa.builder import Builder
 from isozyme.ssa.cfg import predecessors
+from isozyme.ssa.def_use import operands_first
 from isozyme.ssa.dominators import DominatorTree
 from isozyme.ssa.ir import Argument, Block, Constant, Function, Instruction, Phi, Value, is_growable_alloc
 from isozyme.ssa.loops import Loop, LoopNest
@@ -468,20 +469,42 @@ Affine = tuple[int, Value | None, int]
 """`a*k + s + c`: the coefficient of the induction variable k, one invariant value s (or none), a constant c."""
 
 
-def _affine(value: Value, candidate: Candidate) -> Affine | None:
+def _affine(root: Value, candidate: Candidate) -> Affine | None:
+    """`root` as `a*k + s + c` for the candidate's induction variable k, None when it is not of that form.
+    The index ops are evaluated operands first (`operands_first`): a chain of them may be long."""
     iv = candidate.trip.iv.phi
+
+    def is_leaf(value: Value) -> bool:
+        return value is iv or isinstance(value, Constant) or is_loop_invariant(value, candidate.loop)
+
+    def inputs(value: Value) -> tuple[Value, ...]:
+        if is_leaf(value) or not isinstance(value, Instruction):
+            return ()
+        return value.operands if value.op in (Op.INEG, Op.IADD, Op.ISUB, Op.IMUL) else ()
+
+    forms: dict[Value, Affine | None] = {}
+    for value in operands_first(root, inputs):
+        forms[value] = _leaf_form(value, iv) if is_leaf(value) else _combined_form(value, forms)
+    return forms[root]
+
+
+def _leaf_form(value: Value, iv: Phi) -> Affine | None:
+    """The form of the induction variable, a constant or a loop-invariant value."""
     if value is iv:
         return 1, None, 0
     if isinstance(value, Constant):
         return (0, None, int(value.value)) if value.type.is_int else None  # type: ignore[union-attr]
-    if is_loop_invariant(value, candidate.loop):
-        return 0, value, 0
+    return 0, value, 0
+
+
+def _combined_form(value: Value, forms: dict[Value, Affine | None]) -> Affine | None:
+    """The form of an `ineg`, `iadd`, `isub` or `imul` from its operands' forms (None for other ops)."""
     if isinstance(value, Instruction) and value.op is Op.INEG:
-        inner = _affine(value.operands[0], candidate)
+        inner = forms[value.operands[0]]
         return (-inner[0], None, -inner[2]) if inner is not None and inner[1] is None else None
     if not isinstance(value, Instruction) or value.op not in (Op.IADD, Op.ISUB, Op.IMUL):
         return None
-    parts = [_affine(operand, candidate) for operand in value.operands]
+    parts = [forms[operand] for operand in value.operands]
     if parts[0] is None or parts[1] is None:
         return None
     (a1, s1, c1), (a2, s2, c2) = parts[0], parts[1]

@@ -96,6 +96,33 @@ def iterated_frontier(blocks: set[Block], frontiers: dict[Block, set[Block]]) ->
     return result
 
 
+class _CurrentValues:
+    """The value of each variable where the renaming walk is. A definition is undone when the walk leaves
+    the dominator subtree it was made in: one table for the whole walk, where a copy per block would cost
+    the number of variables (thousands of adjoint slots after AD) times the number of blocks."""
+
+    def __init__(self, initial: dict[Variable, Value]) -> None:
+        self.values = initial
+        self.log: list[tuple[Variable, Value]] = []
+        """(variable, its value before a definition)"""
+
+    def __getitem__(self, variable: Variable) -> Value:
+        return self.values[variable]
+
+    def __setitem__(self, variable: Variable, value: Value) -> None:
+        self.log.append((variable, self.values[variable]))
+        self.values[variable] = value
+
+    def mark(self) -> int:
+        return len(self.log)
+
+    def undo(self, mark: int) -> None:
+        """Back to the values at `mark`."""
+        while len(self.log) > mark:
+            variable, before = self.log.pop()
+            self.values[variable] = before
+
+
 @dataclass
 class _Promotion:
     """The state of one run over a function: the variables, their phis and the renaming walk."""
@@ -111,36 +138,43 @@ class _Promotion:
 
     def place_phis(self) -> None:
         frontiers = dominance_frontiers(self.function, self.tree)
+        layout = {block: index for index, block in enumerate(self.function.blocks)}
         for alloc, elements in self.elements.items():
             for element in elements:
                 variable = (alloc, element)
                 self.initial[variable] = initial_value(alloc)
                 defs = {alloc.block} | {user.block for user in alloc.users
                                         if user.op in DEFINES and accessed_element(user) == element}
-                for block in sorted(iterated_frontier(defs, frontiers), key=self.function.blocks.index):
+                for block in sorted(iterated_frontier(defs, frontiers), key=layout.__getitem__):
                     phi = Phi(self.initial[variable].type, name=_phi_name(alloc, element), loc=alloc.loc)
                     block.insert(block.first_non_phi_index(), phi)
                     self.phis[phi] = variable
 
     def rename(self) -> None:
         """Walk the dominator tree, then the unreachable blocks, rewriting accesses to promoted allocs."""
-        stack = [(self.function.entry, dict(self.initial))]
+        current = _CurrentValues(dict(self.initial))
+        # (block, None) to visit it; (block, mark) to leave its subtree, undoing its definitions
+        stack: list[tuple[Block, int | None]] = [(self.function.entry, None)]
         while stack:
-            block, current = stack.pop()
-            current = dict(current)
+            block, mark = stack.pop()
+            if mark is not None:
+                current.undo(mark)
+                continue
+            stack.append((block, current.mark()))
             self.visit(block, current)
-            stack.extend((child, current) for child in reversed(self.tree.children[block]))
+            stack.extend((child, None) for child in reversed(self.tree.children[block]))
         for block in self.function.blocks:
             if not self.tree.is_reachable(block):
-                self.visit(block, dict(self.initial))
+                self.visit(block, _CurrentValues(dict(self.initial)))
 
-    def visit(self, block: Block, current: dict[Variable, Value]) -> None:
+    def visit(self, block: Block, current: _CurrentValues) -> None:
         for phi in block.phis:
             if phi in self.phis:
                 current[self.phis[phi]] = phi
         for inst in list(block.instructions):
             if inst.op is Op.ALLOC and inst in self.elements:
-                current.update({(inst, e): self.initial[(inst, e)] for e in self.elements[inst]})
+                for element in self.elements[inst]:
+                    current[(inst, element)] = self.initial[(inst, element)]
             elif inst.op in REWRITES and _array_of(inst) in self.elements:
                 REWRITES[inst.op](inst, current)
         for successor in block.successors:
@@ -163,7 +197,7 @@ def _variable(inst: Instruction) -> Variable:
     return _array_of(inst), accessed_element(inst)  # type: ignore[return-value]
 
 
-def _rewrite_load(inst: Instruction, current: dict[Variable, Value]) -> None:
+def _rewrite_load(inst: Instruction, current: _CurrentValues) -> None:
     value = current[_variable(inst)]
     if "parallel" in inst.flags and isinstance(value, Phi) and value.block is inst.block:
         value.flags.add("parallel")  # the reverse counter of a prange loop (enzyme_ad/reverse.py)
@@ -171,12 +205,12 @@ def _rewrite_load(inst: Instruction, current: dict[Variable, Value]) -> None:
     inst.erase()
 
 
-def _rewrite_store(inst: Instruction, current: dict[Variable, Value]) -> None:
+def _rewrite_store(inst: Instruction, current: _CurrentValues) -> None:
     current[_variable(inst)] = inst.operands[0]
     inst.erase()
 
 
-def _rewrite_atomic_add(inst: Instruction, current: dict[Variable, Value]) -> None:
+def _rewrite_atomic_add(inst: Instruction, current: _CurrentValues) -> None:
     variable = _variable(inst)
     old, addend = current[variable], inst.operands[0]
     total = Instruction(old.type, op=ADD_OF_KIND[old.type.kind], operands=(old, addend),  # type: ignore[attr-defined]
@@ -186,13 +220,13 @@ def _rewrite_atomic_add(inst: Instruction, current: dict[Variable, Value]) -> No
     inst.erase()
 
 
-def _rewrite_dim(inst: Instruction, current: dict[Variable, Value]) -> None:
+def _rewrite_dim(inst: Instruction, current: _CurrentValues) -> None:
     extent = _array_of(inst).operands[inst.attrs["axis"]]  # type: ignore[index, union-attr]
     inst.replace_all_uses_with(Constant(I64, extent.value))  # type: ignore[attr-defined]
     inst.erase()
 
 
-REWRITES: dict[Op, Callable[[Instruction, dict[Variable, Value]], None]] = {
+REWRITES: dict[Op, Callable[[Instruction, _CurrentValues], None]] = {
     Op.LOAD: _rewrite_load,
     Op.STORE: _rewrite_store,
     Op.ATOMIC_ADD: _rewrite_atomic_add,

@@ -81,6 +81,7 @@ import numpy as np
 from isozyme.optimize.value_ranges import value_range
 from isozyme.ssa.builder import Builder
 from isozyme.ssa.cfg import post_order, predecessors, reverse_post_order
+from isozyme.ssa.def_use import operands_first
 from isozyme.ssa.interpreter import RUNTIME_ERRORS
 from isozyme.ssa.ir import Argument, Block, Constant, Function, Instruction, Module, Phi, Value, is_growable_alloc
 from isozyme.ssa.loops import LoopNest
@@ -263,23 +264,41 @@ def _dim_source(dim: Instruction) -> Value | None:
     return None
 
 
+def _start_inputs(value: Value) -> tuple[Value, ...]:
+    """What a value known at the start is computed from: a pure op's operands, a `dim`'s source."""
+    if isinstance(value, Instruction) and value.op is Op.DIM:
+        source = _dim_source(value)
+        return () if source is None else (source,)
+    return value.operands if _computed_at_start(value) else ()  # type: ignore[attr-defined]
+
+
 class _ExtentEvaluator:
     """Values computable from the arguments alone (module docstring), evaluated for given arguments."""
 
     def __init__(self, arguments: dict[Argument, ArgumentValue]) -> None:
         self.arguments = arguments
         self.memo: dict[Value, object] = {}
+        """The value, or the `_Unevaluated` that says why there is none."""
 
     def value(self, value: Value) -> int | float | bool:
-        if value not in self.memo:
+        for pending in operands_first(value, _start_inputs, self.memo):  # a chain of ops may be long
             try:
-                self.memo[value] = self._evaluate(value)
+                self.memo[pending] = self._evaluate(pending)
             except _Unevaluated as missing:
-                self.memo[value] = missing
+                self.memo[pending] = missing
         result = self.memo[value]
         if isinstance(result, _Unevaluated):
             raise result
         return result  # type: ignore[return-value]
+
+    def _known(self, values: Sequence[Value]) -> list[int | float | bool]:
+        """The evaluated `values`; raises for the first without a value that is not known at the start at
+        all (such a value makes the extent dynamic, whatever the others lack), else for the first."""
+        results = [self.memo[value] for value in values]
+        missing = [result for result in results if isinstance(result, _Unevaluated)]
+        if missing:
+            raise next((m for m in missing if m.status is BufferStatus.DYNAMIC), missing[0])
+        return results  # type: ignore[return-value]
 
     def _evaluate(self, value: Value) -> int | float | bool:
         if isinstance(value, Constant):
@@ -292,7 +311,7 @@ class _ExtentEvaluator:
         if isinstance(value, Instruction) and value.op is Op.DIM:
             return self._dim(value)
         if _computed_at_start(value):
-            operands = [self.value(operand) for operand in value.operands]  # type: ignore[union-attr]
+            operands = self._known(value.operands)  # type: ignore[union-attr]
             try:
                 with np.errstate(all="ignore"):
                     return evaluate(value.op, value.type, operands)  # type: ignore[union-attr]
@@ -305,10 +324,10 @@ class _ExtentEvaluator:
         source = _dim_source(dim)
         if source is None:
             raise _Unevaluated(BufferStatus.DYNAMIC, "dim of an array not known when the function starts")
+        (known,) = self._known([source])  # raises when not given
         if isinstance(source, Argument) and source.type.is_array:
-            self.value(source)  # raises when not given
             return _shape(source, self.arguments[source])[dim.attrs["axis"]]  # type: ignore[index]
-        return int(self.value(source))
+        return int(known)
 
 
 def _size_formula(alloc: Instruction, namer: Namer) -> str:
@@ -316,18 +335,23 @@ def _size_formula(alloc: Instruction, namer: Namer) -> str:
     return "*".join([str(element), *(namer.value(extent) for extent in alloc.operands)])
 
 
-def _formula_key(value: Value) -> Hashable:
+def _formula_key(root: Value) -> Hashable:
     """Equal for values computed alike from the same arguments and constants (two `dim %x, 0` match)."""
-    if isinstance(value, Constant):
-        return ("const", str(value.type), value.value)
-    if isinstance(value, Instruction) and value.op is Op.DIM and _dim_source(value) is not None:
-        source = _dim_source(value)
-        if isinstance(source, Argument) and source.type.is_array:
-            return ("dim", id(source), value.attrs["axis"])
-        return _formula_key(source)  # type: ignore[arg-type]
-    if _computed_at_start(value):
-        return (value.op, str(value.type), *(_formula_key(operand) for operand in value.operands))  # type: ignore[union-attr]
-    return ("value", id(value))
+    keys: dict[Value, Hashable] = {}
+    for value in operands_first(root, _start_inputs):  # a chain of ops may be long
+        if isinstance(value, Constant):
+            keys[value] = ("const", str(value.type), value.value)
+        elif isinstance(value, Instruction) and value.op is Op.DIM and _dim_source(value) is not None:
+            source = _dim_source(value)
+            if isinstance(source, Argument) and source.type.is_array:
+                keys[value] = ("dim", id(source), value.attrs["axis"])
+            else:
+                keys[value] = keys[source]  # type: ignore[index]
+        elif _computed_at_start(value):
+            keys[value] = (value.op, str(value.type), *(keys[operand] for operand in value.operands))  # type: ignore[union-attr]
+        else:
+            keys[value] = ("value", id(value))
+    return keys[root]
 
 
 def _byte_size(alloc: Instruction, extents: _ExtentEvaluator) -> int:
@@ -637,17 +661,23 @@ class _EntryClones:
         """`value` (known at the start, `_ExtentEvaluator`'s rules) computed at the start."""
         if isinstance(value, (Constant, Argument)):
             return value
-        if value not in self.clones:
-            self.clones[value] = self._clone(value)  # type: ignore[arg-type]
+        for pending in operands_first(value, _start_inputs, self.clones):  # a chain of ops may be long
+            if not isinstance(pending, (Constant, Argument)):
+                self.clones[pending] = self._clone(pending)  # type: ignore[arg-type]
         return self.clones[value]
 
+    def _cloned(self, value: Value) -> Value:
+        return value if isinstance(value, (Constant, Argument)) else self.clones[value]
+
     def _clone(self, inst: Instruction) -> Value:
+        """`inst` at the start, its inputs cloned already."""
         if inst.op is Op.DIM:
             source = _dim_source(inst)
             if isinstance(source, Argument) and source.type.is_array:
                 return self.builder.dim(source, inst.attrs["axis"])  # type: ignore[arg-type]
-            return self.value(source)  # type: ignore[arg-type]
-        operands = [self.value(operand) for operand in inst.operands]
+            return self._cloned(source)  # type: ignore[arg-type]
+        assert _computed_at_start(inst), f"{inst.op} is not known when the function starts"
+        operands = [self._cloned(operand) for operand in inst.operands]
         if all(isinstance(operand, Constant) for operand in operands):
             return Constant(inst.type, evaluate(inst.op, inst.type, [o.value for o in operands]))  # type: ignore
         return self.builder.emit(inst.op, *operands, type=inst.type, attrs=dict(inst.attrs))

@@ -152,25 +152,29 @@ def _phi_cycles(phis: list[Phi]) -> list[list[Phi]]:
 
 
 def _collapse_cycles(phis: list[Phi]) -> bool:
-    """Replace each cycle of `phis` that takes a single value from outside itself by that value."""
+    """Replace each cycle of `phis` that takes a single value from outside itself by that value; then the
+    same for the phis of each other cycle that take no value from outside it (a worklist of such sets:
+    they nest as deep as the loops)."""
     changed = False
-    for component in _phi_cycles(phis):
-        members = set(component)
-        outside: list[Value] = []
-        inner = []
-        for phi in component:
-            enters = [value for value in phi.operands if value not in members]
-            outside += [value for value in enters if not any(same_value(value, seen) for seen in outside)]
-            if not enters:
-                inner.append(phi)
-        if len(outside) == 1:
+    work = [phis]
+    while work:
+        for component in _phi_cycles(work.pop()):
+            members = set(component)
+            outside: list[Value] = []
+            inner = []
             for phi in component:
-                phi.replace_all_uses_with(outside[0])
-            for phi in component:
-                phi.erase()
-            changed = True
-        elif len(outside) > 1 and 0 < len(inner) < len(component):
-            changed |= _collapse_cycles(inner)
+                enters = [value for value in phi.operands if value not in members]
+                outside += [value for value in enters if not any(same_value(value, seen) for seen in outside)]
+                if not enters:
+                    inner.append(phi)
+            if len(outside) == 1:
+                for phi in component:
+                    phi.replace_all_uses_with(outside[0])
+                for phi in component:
+                    phi.erase()
+                changed = True
+            elif len(outside) > 1 and 0 < len(inner) < len(component):
+                work.append(inner)
     return changed
 
 

@@ -8,7 +8,7 @@ one terminator; the verifier (`verifier.py`) checks it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import KW_ONLY, dataclass, field
 
 import numpy as np
@@ -46,6 +46,45 @@ class Use:
     """Position in the user's operand tuple."""
 
 
+class UseList:
+    """A value's uses in the order they were made: read like a list, but `remove` is O(1), since a value
+    such as an array argument has thousands of uses, which passes drop one by one."""
+
+    __slots__ = ("_uses",)
+
+    def __init__(self, uses: Iterable[Use] = ()) -> None:
+        self._uses: dict[Use, None] = dict.fromkeys(uses)
+
+    def __iter__(self) -> Iterator[Use]:
+        return iter(self._uses)
+
+    def __len__(self) -> int:
+        return len(self._uses)
+
+    def __getitem__(self, index: int) -> Use:
+        return list(self._uses)[index]
+
+    def __eq__(self, other: object) -> bool:
+        return list(self._uses) == list(other) if isinstance(other, list | UseList) else NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return repr(list(self._uses))
+
+    def append(self, use: Use) -> None:
+        self._uses[use] = None
+
+    def remove(self, use: Use) -> None:
+        try:
+            del self._uses[use]
+        except KeyError:
+            raise ValueError("the use is not in the list") from None
+
+    def clear(self) -> None:
+        self._uses.clear()
+
+
 @dataclass(eq=False, repr=False)
 class Value:
     """Anything an instruction can use: an argument, a constant or an instruction's result."""
@@ -57,7 +96,7 @@ class Value:
     """Name hint for the printer (the source variable, e.g. `s.next`); not necessarily unique."""
     loc: SourceLoc | None = None
     """Source location, for diagnostics."""
-    uses: list[Use] = field(default_factory=list)
+    uses: UseList = field(default_factory=UseList)
     """Every operand slot that holds this value; maintained by the IR, never edited by hand."""
 
     @property
@@ -199,7 +238,7 @@ class Instruction(Value):
     def remove_from_block(self) -> None:
         """Detach from the block, keeping operands (to move the instruction elsewhere)."""
         if self.block is not None:
-            self.block.instructions.remove(self)
+            self.block._detach(self)
             self.block = None
 
     def move_before(self, anchor: Instruction) -> None:
@@ -308,15 +347,40 @@ class Phi(Instruction):
 
 @dataclass(eq=False, repr=False)
 class Block:
-    """A basic block: phis, then instructions, then one terminator."""
+    """A basic block: phis, then instructions, then one terminator.
+
+    Blocks hold thousands of instructions in generated code, and passes erase and insert many in a row,
+    so these edits cost O(1) each: a detached instruction stays in the underlying list until the list is
+    next read (then one pass drops all of them), inserting before the same instruction again does not
+    search for it, and `position` numbers the instructions once until the block changes."""
 
     name: str | None = None
     """Label hint for the printer (`bb3`, `for.body`)."""
     _: KW_ONLY
-    instructions: list[Instruction] = field(default_factory=list)
-    """Phis, body and terminator in order; edit through `append`, `insert_before` and `Instruction` methods."""
     function: Function | None = None
     """The function holding the block."""
+
+    def __post_init__(self) -> None:
+        self._instructions: list[Instruction] = []
+        """The instructions, and those detached since the list was last read."""
+        self._detached: set[Instruction] = set()
+        """The instructions detached since the list was last read (still in it)."""
+        self._positions: dict[Instruction, int] | None = None
+        """Index of each instruction, while no insertion or removal has happened since it was made."""
+        self._anchor_index = 0
+        """Where the anchor of the last `insert_before` is now in `_instructions` (a hint, checked first)."""
+
+    @property
+    def instructions(self) -> list[Instruction]:
+        """Phis, body and terminator in order; edit through `append`, `insert_before` and `Instruction` methods."""
+        self._compact()
+        return self._instructions
+
+    def _compact(self) -> None:
+        if self._detached:
+            # in place, so that a list held across the removal is right, as with `list.remove`
+            self._instructions[:] = [inst for inst in self._instructions if inst.block is self]
+            self._detached.clear()
 
     @property
     def phis(self) -> list[Phi]:
@@ -331,8 +395,9 @@ class Block:
     @property
     def terminator(self) -> Instruction | None:
         """The last instruction if it is a terminator, else None (while the block is being built)."""
-        if self.instructions and self.instructions[-1].is_terminator:
-            return self.instructions[-1]
+        instructions = self.instructions
+        if instructions and instructions[-1].is_terminator:
+            return instructions[-1]
         return None
 
     @property
@@ -343,23 +408,61 @@ class Block:
     def first_non_phi_index(self) -> int:
         return len(self.phis)
 
-    def _adopt(self, inst: Instruction) -> None:
+    def position(self, inst: Instruction) -> int:
+        """The index of `inst` in `instructions` (ValueError when it is not there)."""
+        instructions = self.instructions
+        index = self._positions.get(inst) if self._positions is not None else None
+        if index is None or index >= len(instructions) or instructions[index] is not inst:
+            self._positions = {each: index for index, each in enumerate(instructions)}  # changed: renumber
+            index = self._positions.get(inst)
+            if index is None:
+                raise ValueError(f"{inst.op} is not in block {self.name}")
+        return index
+
+    def _check_free(self, inst: Instruction) -> None:
+        """Raise unless `inst` may be adopted; drop its old entry if it was detached from this block."""
         if inst.block is not None:
             raise IRError(f"{inst.op} is already in a block; remove it first")
-        inst.block = self
+        if inst in self._detached:
+            self._compact()
+
+    def _detach(self, inst: Instruction) -> None:
+        self._detached.add(inst)
+        self._positions = None
 
     def append(self, inst: Instruction) -> Instruction:
-        self._adopt(inst)
-        self.instructions.append(inst)
+        self._check_free(inst)
+        inst.block = self
+        self._instructions.append(inst)
+        if self._positions is not None:  # (none while detached entries remain)
+            self._positions[inst] = len(self._instructions) - 1
         return inst
 
     def insert(self, index: int, inst: Instruction) -> Instruction:
-        self._adopt(inst)
-        self.instructions.insert(index, inst)
+        """Insert `inst` at `index` of `instructions`."""
+        self._check_free(inst)
+        instructions = self.instructions
+        inst.block = self
+        instructions.insert(index, inst)
+        self._positions = None
         return inst
 
     def insert_before(self, anchor: Instruction, inst: Instruction) -> Instruction:
-        return self.insert(self.instructions.index(anchor), inst)
+        if anchor.block is not self:
+            raise ValueError(f"the anchor {anchor.op} is not in block {self.name}")
+        self._check_free(inst)
+        listed = self._instructions  # detached entries may remain: they do not change where `anchor` is
+        index = self._anchor_index
+        if not (index < len(listed) and listed[index] is anchor):
+            # the terminator, or else found from the front: anchors that move are near it (the first
+            # non-phi, which is each new instruction inserted there); numbering the block would cost more
+            last = len(listed) - 1
+            index = last if last >= 0 and listed[last] is anchor else listed.index(anchor)
+        inst.block = self
+        listed.insert(index, inst)
+        self._positions = None
+        self._anchor_index = index + 1
+        return inst
 
     def __repr__(self) -> str:
         return f"<Block {self.name or hex(id(self))}>"
@@ -376,8 +479,6 @@ class Function:
     return_type: Type = VOID
     """Type of the `ret` operand, `VOID` when the function returns nothing."""
     _: KW_ONLY
-    blocks: list[Block] = field(default_factory=list)
-    """Blocks in layout order; `blocks[0]` is the entry."""
     flags: set[str] = field(default_factory=set)
     """Function attributes: `readnone`, `readonly`, `argmemonly`."""
     module: Module | None = None
@@ -389,20 +490,48 @@ class Function:
         for index, arg in enumerate(self.args):
             arg.function = self
             arg.index = index
+        self._blocks: list[Block] = []
+        self._removed = 0
+        """How many blocks of `_blocks` were removed since it was last read (they leave it then)."""
+        self._added_at = -1
+        """Where `add_block` put the last block it added (a hint, checked first: blocks are often added
+        after the one added before, or after the same block)."""
+
+    @property
+    def blocks(self) -> list[Block]:
+        """Blocks in layout order; `blocks[0]` is the entry. As with a block's instructions, removing many
+        blocks in a row costs one pass over the list, when it is next read."""
+        if self._removed:
+            self._blocks[:] = [block for block in self._blocks if block.function is self]
+            self._removed = 0
+        return self._blocks
 
     @property
     def entry(self) -> Block:
-        return self.blocks[0]
+        # the first block still in the function, without compacting the list (asked once per block)
+        for block in self._blocks:
+            if block.function is self:
+                return block
+        raise IndexError(f"@{self.name} has no blocks")
 
     def add_block(self, name: str | None = None, after: Block | None = None) -> Block:
         """A new empty block at the end, or right after `after`."""
         block = Block(name, function=self)
-        position = len(self.blocks) if after is None else self.blocks.index(after) + 1
-        self.blocks.insert(position, block)
+        blocks = self.blocks
+        if after is None:
+            position = len(blocks)
+        else:  # after the block added last, or after the same block as it was
+            hints = (self._added_at, self._added_at - 1)
+            found = next((i for i in hints if 0 <= i < len(blocks) and blocks[i] is after), None)
+            position = (blocks.index(after) if found is None else found) + 1
+        blocks.insert(position, block)
+        self._added_at = position
         return block
 
     def remove_block(self, block: Block) -> None:
         """Delete `block` and its instructions; its values must not be used outside it (checked first)."""
+        if block.function is not self:
+            raise ValueError(f"block {block.name} is not in @{self.name}")
         for inst in block.instructions:
             if any(use.user.block is not block for use in inst.uses):
                 raise IRError(f"cannot remove block {block.name}: {inst.op} {inst.name or ''} is used "
@@ -412,8 +541,8 @@ class Function:
         for inst in list(block.instructions):
             inst.block = None
         block.instructions.clear()
-        self.blocks.remove(block)
         block.function = None
+        self._removed += 1
 
     def instructions(self) -> Iterator[Instruction]:
         """Every instruction, block by block."""

@@ -38,15 +38,17 @@ def _assign_names(items: list, hints: list[str | None], unnamed: Callable[[int],
     taken: set[str] = set()
     names = {}
     counter = 0
+    suffixes: dict[str, int] = {}  # the suffix to try next per hint: thousands of values may share one
     for item, hint in zip(items, hints):
         if item in names:  # listed twice (invalid IR): one object, one name
             continue
         if hint and hint not in taken:
             name = hint
         elif hint:
-            suffix = 1
+            suffix = suffixes.get(hint, 1)
             while f"{hint}.{suffix}" in taken or f"{hint}.{suffix}" in reserved:
                 suffix += 1
+            suffixes[hint] = suffix + 1
             name = f"{hint}.{suffix}"
         else:
             while unnamed(counter) in taken or unnamed(counter) in reserved:

@@ -106,13 +106,17 @@ def single_entering_block(loop: Loop) -> Block | None:
 
 def is_known_nonnegative(value: Value) -> bool:
     """A cheap proof that an i64 value is >= 0: a constant, a `dim`, or `imax` with such an operand."""
-    if isinstance(value, Constant):
-        return value.type.is_int and value.value >= 0  # type: ignore[operator]
-    if not isinstance(value, Instruction):
-        return False
-    if value.op is Op.DIM:
-        return True
-    return value.op is Op.IMAX and any(is_known_nonnegative(operand) for operand in value.operands)
+    work = [value]  # the operands of `imax`s, from a stack: `max(a, b, c, ...)` is a chain of them
+    while work:
+        value = work.pop()
+        if isinstance(value, Constant):
+            if value.type.is_int and value.value >= 0:  # type: ignore[operator]
+                return True
+        elif isinstance(value, Instruction) and value.op is Op.DIM:
+            return True
+        elif isinstance(value, Instruction) and value.op is Op.IMAX:
+            work += reversed(value.operands)
+    return False
 
 
 # --- the induction variable and the trip count -------------------------------------------------------------

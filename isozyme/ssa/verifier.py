@@ -23,6 +23,7 @@ Structural problems stop the check before dominance, which needs well-formed ter
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 
 from isozyme.ssa.cfg import predecessors
@@ -47,6 +48,11 @@ class _FunctionVerifier:
         self.namer = Namer(function)
         self.problems: list[str] = []
         self.block_set = set(function.blocks)
+        # Sets and counts made once, so that no check scans a list per item: blocks and phis have
+        # thousands of entries in generated code.
+        self.block_counts = Counter(function.blocks)
+        self.listed = {(inst, block) for block in function.blocks for inst in block.instructions}
+        self.recorded_uses: dict[Value, set[tuple[int, int]]] = {}  # (id(user), index) per use, on first need
 
     # --- reporting ----------------------------------------------------------------------------------------
 
@@ -83,7 +89,7 @@ class _FunctionVerifier:
     def _check_block(self, block: Block, seen: dict[Instruction, Block]) -> None:
         if block.function is not self.function:
             self.report(block, "block does not belong to this function (its .function is another)")
-        if self.function.blocks.count(block) > 1:
+        if self.block_counts[block] > 1:
             self.report(block, "block is listed twice in the function")
         instructions = block.instructions
         if not instructions or not instructions[-1].is_terminator:
@@ -123,7 +129,9 @@ class _FunctionVerifier:
                     self._check_operand(block, inst, index, operand)
 
     def _check_operand(self, block: Block, inst: Instruction, index: int, operand: Value) -> None:
-        if not any(use.user is inst and use.index == index for use in operand.uses):
+        if operand not in self.recorded_uses:
+            self.recorded_uses[operand] = {(id(use.user), use.index) for use in operand.uses}
+        if (id(inst), index) not in self.recorded_uses[operand]:
             self.report(block, f"use list of {self.name(operand)} lacks its use by {self.describe(inst)}")
         if isinstance(operand, Constant):
             return
@@ -132,7 +140,7 @@ class _FunctionVerifier:
                 self.report(block, f"{self.describe(inst)} uses an argument of another function")
             return
         if not isinstance(operand, Instruction) or operand.block not in self.block_set \
-                or operand not in operand.block.instructions:  # type: ignore[union-attr]
+                or (operand, operand.block) not in self.listed:
             self.report(block, f"operand {index} of {self.describe(inst)} is not defined in this function")
         elif operand.type.is_void:
             self.report(block, f"operand {index} of {self.describe(inst)} is {operand.op}, which has no value")
@@ -170,14 +178,15 @@ class _FunctionVerifier:
 
     def _check_phi(self, block: Block, phi: Phi, preds: list[Block]) -> None:
         name = self.name(phi)
-        for pred in dict.fromkeys(phi.blocks):
-            if phi.blocks.count(pred) > 1:
+        counts, pred_set = Counter(phi.blocks), set(preds)
+        for pred, count in counts.items():
+            if count > 1:
                 self.report(block, f"phi {name} lists predecessor {self.namer.block(pred)} more than once")
-            if pred not in preds:
+            if pred not in pred_set:
                 self.report(block, f"phi {name} has an incoming value for {self.namer.block(pred)}, which is "
                                    f"not a predecessor")
         for pred in preds:
-            if pred not in phi.blocks:
+            if pred not in counts:
                 self.report(block, f"phi {name} has no incoming value for predecessor {self.namer.block(pred)}")
         for pred, value in phi.incoming:
             if value.type != phi.type:
