@@ -627,6 +627,9 @@ loop:
   %q = ifloordiv %n, 0
   %e3 = iadd %q, %m
   %c = alloc f64[%e3]
+  store 1.0, %a[0]
+  store 1.0, %b[0]
+  store 1.0, %c[0]
   %m.next = iadd %m, 1
   %more = icmp.slt %m.next, 3
   cbr %more, loop, done

@@ -404,7 +404,7 @@ def _exec_grow(interp: Interpreter, inst: Instruction, env: Env) -> None:
     try:
         grown = fresh_memory(alloc, (new_extent,))  # type: ignore[arg-type]
     except (MemoryError, ValueError):  # numpy: "array is too big", or no memory
-        raise MemoryError(located(inst, f"grow: cannot allocate a local array of shape ({new_extent},)")) from None
+        raise MemoryError(located(inst, f"grow: {_too_large(alloc, (new_extent,))}")) from None  # type: ignore[arg-type]
     grown[:extent] = array
     env[alloc] = grown  # only the alloc's own value reaches a growable array (verifier.py)
 
