@@ -30,7 +30,7 @@ GROUP_OR_OTHERS_WRITE = 0o022
 GROUP_OR_OTHERS_ANY = 0o077
 KEY_WAIT_S = 2.0
 """How long a process waits for the key another is writing (a few microseconds' work, but a loaded
-machine may not schedule the writer for a while: 0.2 s failed one of 8 threads under a full CI run)."""
+machine may not schedule the writer for a while)."""
 
 
 class Untrusted(Exception):
@@ -177,8 +177,10 @@ def _read_key(directory: int, name: str, size: int) -> bytes:
     while True:
         try:
             data = read_regular(directory, name, size, secret=True)
-        except ValueError as error:  # not a regular file, or longer than a key
-            raise Untrusted(f"the key file {name} is not a key ({error}): delete it") from None
+        except ValueError as error:  # not a regular file, longer than a key, or still being written
+            if time.monotonic() > deadline:
+                raise Untrusted(f"the key file {name} is not a key ({error}): delete it") from None
+            data = b""
         if len(data) == size:
             return data
         if time.monotonic() > deadline:  # not being written by a process that just created it
