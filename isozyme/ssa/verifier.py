@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
+from functools import cached_property
 
 from isozyme.ssa.cfg import predecessors
 from isozyme.ssa.dominators import DominatorTree
@@ -45,7 +46,6 @@ class VerificationError(Exception):
 class _FunctionVerifier:
     def __init__(self, function: Function) -> None:
         self.function = function
-        self.namer = Namer(function)
         self.problems: list[str] = []
         self.block_set = set(function.blocks)
         # Sets and counts made once, so that no check scans a list per item: blocks and phis have
@@ -55,6 +55,11 @@ class _FunctionVerifier:
         self.recorded_uses: dict[Value, set[tuple[int, int]]] = {}  # (id(user), index) per use, on first need
 
     # --- reporting ----------------------------------------------------------------------------------------
+
+    @cached_property
+    def namer(self) -> Namer:
+        """The printed names, made only when there is a problem to report (naming costs more than checking)."""
+        return Namer(self.function)
 
     def report(self, block: Block | None, message: str) -> None:
         where = f"@{self.function.name}"
@@ -177,8 +182,11 @@ class _FunctionVerifier:
                 self._check_phi(block, phi, preds[block])
 
     def _check_phi(self, block: Block, phi: Phi, preds: list[Block]) -> None:
-        name = self.name(phi)
         counts, pred_set = Counter(phi.blocks), set(preds)
+        if all(count == 1 and pred in pred_set for pred, count in counts.items()) and len(counts) == len(pred_set) \
+                and all(value.type == phi.type for value in phi.operands):
+            return  # valid: no name to make
+        name = self.name(phi)
         for pred, count in counts.items():
             if count > 1:
                 self.report(block, f"phi {name} lists predecessor {self.namer.block(pred)} more than once")
