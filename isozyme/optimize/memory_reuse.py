@@ -620,6 +620,8 @@ def _buffer(alloc: Instruction, liveness: Liveness, nest: LoopNest, extents: _Ex
 def _buffers(function: Function, sizes: Mapping[str, ArgumentValue] | Sequence[ArgumentValue] | None
              ) -> list[Buffer]:
     allocs = [inst for block in reverse_post_order(function) for inst in block.instructions if inst.op is Op.ALLOC]
+    if not allocs:
+        return []  # no liveness to compute
     liveness = Liveness(function, {alloc: aliases(alloc) for alloc in allocs})
     nest, namer = LoopNest(function), Namer(function)
     extents = _ExtentEvaluator(_argument_values(function, sizes))
