@@ -61,6 +61,9 @@ class UseList:
     def __len__(self) -> int:
         return len(self._uses)
 
+    def __contains__(self, use: object) -> bool:
+        return use in self._uses
+
     def __getitem__(self, index: int) -> Use:
         return list(self._uses)[index]
 

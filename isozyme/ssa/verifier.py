@@ -52,7 +52,6 @@ class _FunctionVerifier:
         # thousands of entries in generated code.
         self.block_counts = Counter(function.blocks)
         self.listed = {(inst, block) for block in function.blocks for inst in block.instructions}
-        self.recorded_uses: dict[Value, set[tuple[int, int]]] = {}  # (id(user), index) per use, on first need
 
     # --- reporting ----------------------------------------------------------------------------------------
 
@@ -134,9 +133,9 @@ class _FunctionVerifier:
                     self._check_operand(block, inst, index, operand)
 
     def _check_operand(self, block: Block, inst: Instruction, index: int, operand: Value) -> None:
-        if operand not in self.recorded_uses:
-            self.recorded_uses[operand] = {(id(use.user), use.index) for use in operand.uses}
-        if (id(inst), index) not in self.recorded_uses[operand]:
+        slots = inst._operand_uses  # the IR's own record of each operand slot
+        use = slots[index] if index < len(slots) else None
+        if use is None or use.user is not inst or use.index != index or use not in operand.uses:
             self.report(block, f"use list of {self.name(operand)} lacks its use by {self.describe(inst)}")
         if isinstance(operand, Constant):
             return
