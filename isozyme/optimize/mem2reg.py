@@ -10,10 +10,11 @@ array, a variable or out-of-bounds index) is left alone.
 Construction follows Cytron et al. ("Efficiently computing static single assignment form", 1991): phis go
 at the iterated dominance frontier of the blocks that define an element (its stores and atomic adds, and
 the alloc, which initializes it every time it runs), where the element is live on entry (pruned SSA, as
-LLVM's mem2reg does), then one walk down the dominator tree carries each element's current value. The alloc sets it to the interpreter's fill of fresh memory (`uninitialized_fill`:
-nan, the integer minimum, true) or to zero when it is `zeroed`; a load takes the current value, a store
-replaces it, an atomic add becomes an add of the current value and the addend (in that order, as the
-interpreter computes it), and a dim becomes the constant extent. Phis that turn out unused, or trivial
+LLVM's mem2reg does), then one walk down the dominator tree carries each element's current value. The
+alloc sets it to the interpreter's fill of fresh memory (`uninitialized_fill`: nan, the integer minimum,
+true) or to zero when it is `zeroed`; a load takes the current value, a store replaces it, an atomic add
+becomes an add of the current value and the addend (in that order, as the interpreter computes it), and
+a dim becomes the constant extent. Phis that turn out unused, or trivial
 (every incoming value is one value or the phi itself), are removed again, as in Braun et al. 2013.
 
 Blocks unreachable from the entry are not on the walk: their loads read the fill value, their stores go.
