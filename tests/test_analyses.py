@@ -22,6 +22,7 @@ from isozyme.ssa.cfg import (
     reverse_post_order,
     successors,
 )
+from isozyme.ssa.def_use import operands_first
 from isozyme.ssa.dominators import DominatorTree, dominance_frontiers
 from isozyme.ssa.ir import Block, Constant, Function, Instruction, Use, Value
 from isozyme.ssa.loops import Loop, LoopNest, back_edges, has_irreducible_control_flow
@@ -248,6 +249,55 @@ def test_unreachable_blocks_are_dominated_by_everything() -> None:
     # The edge dead -> m does not make m a join for a and b any differently.
     assert tree.idom[blocks["m"]] is blocks["entry"]
     assert "dead" not in frontier_names(function)
+
+
+DEPTH = 3000
+"""Blocks in a row in the deep CFGs: three times Python's recursion limit."""
+
+
+def test_dominators_of_a_long_chain_of_diamonds() -> None:
+    """`if`s in a row: each join's idom is the block that branched, each arm's frontier is its join."""
+    edges: Edges = {}
+    for k in range(DEPTH):
+        edges |= {f"c{k}": [f"t{k}", f"f{k}"], f"t{k}": [f"c{k + 1}"], f"f{k}": [f"c{k + 1}"]}
+    edges[f"c{DEPTH}"] = []
+    function, blocks = build_cfg(edges)
+    tree = DominatorTree(function)
+    idoms = idom_names(tree)
+    assert all(idoms[f"c{k + 1}"] == idoms[f"t{k}"] == f"c{k}" for k in range(DEPTH))
+    assert tree.depth[blocks[f"c{DEPTH}"]] == DEPTH and tree.dominates(blocks["c0"], blocks[f"c{DEPTH}"])
+    frontiers = frontier_names(function)
+    assert all(frontiers[f"t{k}"] == frontiers[f"f{k}"] == {f"c{k + 1}"} for k in range(DEPTH))
+
+
+def test_dominators_of_a_join_of_a_long_chain() -> None:
+    """`a and b and ...`: a chain of blocks that each may leave to one join."""
+    edges: Edges = {f"b{k}": [f"b{k + 1}", "join"] for k in range(DEPTH)}
+    edges |= {f"b{DEPTH}": ["join"], "join": []}
+    function, blocks = build_cfg(edges)
+    tree = DominatorTree(function)
+    assert tree.idom[blocks["join"]] is blocks["b0"] and tree.depth[blocks[f"b{DEPTH}"]] == DEPTH
+    assert all(frontier == {"join"} for name, frontier in frontier_names(function).items()
+               if name not in ("b0", "join"))
+
+
+# --- def_use.py ---------------------------------------------------------------------------------------------
+
+
+def test_operands_first_walks_a_long_chain_without_recursion() -> None:
+    """Each value once, after its operands; values in `done` neither yielded nor walked through."""
+    function = make_function("chain", [("x", F64)], F64)
+    b = Builder(function.add_block("entry"))
+    chain: list[Value] = [function.args[0]]
+    for _ in range(DEPTH):
+        chain.append(b.fadd(chain[-1], chain[-1]))  # each operand twice: visited once
+    b.ret(chain[-1])
+    order = list(operands_first(chain[-1], lambda value: getattr(value, "operands", ())))
+    assert order == chain
+    half = DEPTH // 2
+    assert list(operands_first(chain[-1], lambda value: getattr(value, "operands", ()), set(chain[:half]))) \
+        == chain[half:]
+    assert list(operands_first(chain[-1], lambda value: getattr(value, "operands", ()), {chain[-1]})) == []
 
 
 # --- dominates_use and instruction_dominates -----------------------------------------------------------------

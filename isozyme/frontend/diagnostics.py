@@ -66,7 +66,12 @@ class KernelSource:
         text = "".join(lines)
         dedented = textwrap.dedent(text)
         indent = len(lines[0]) - len(lines[0].lstrip()) if lines else 0
-        module = ast.parse(dedented)
+        try:
+            module = ast.parse(dedented)
+        except RecursionError:  # CPython's own parser: its limit is on the nesting of the source
+            raise CompileError(f"the source of kernel '{function.__name__}' nests too deeply for Python's "
+                               "parser (an expression of thousands of terms?): split it into statements",
+                               filename, first_line) from None
         tree = next((n for n in module.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)), None)
         if not isinstance(tree, ast.FunctionDef):
             raise CompileError(f"kernel '{function.__name__}' must be a plain 'def' function", filename, first_line)
@@ -85,6 +90,17 @@ class KernelSource:
     def text_of(self, node: ast.AST) -> str:
         index = getattr(node, "lineno", 1) - 1
         return self.file_lines[index] if 0 <= index < len(self.file_lines) else ""
+
+    def source_text(self, node: ast.expr) -> str:
+        """`node` as written in the file, its lines joined by spaces. Read from the lines, where
+        `ast.unparse` recurses on the tree and fails on a long expression."""
+        first, last = node.lineno - 1, (node.end_lineno or node.lineno) - 1
+        lines = [line[self.indent:].encode() for line in self.file_lines[first:last + 1]]  # ast counts bytes
+        if not lines:
+            return ""
+        lines[-1] = lines[-1][:node.end_col_offset]
+        lines[0] = lines[0][node.col_offset:]
+        return " ".join(line.decode().strip() for line in lines)
 
     def error(self, node: ast.AST, msg: str) -> CompileError:
         """A CompileError pointing at `node` (the caret spans the node on its first line)."""

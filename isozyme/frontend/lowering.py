@@ -266,7 +266,7 @@ class KernelLowering(ExpressionLowering, CallLowering):
     def lower_assert(self, node: ast.Assert) -> None:
         if node.msg is not None and not (isinstance(node.msg, ast.Constant) and isinstance(node.msg.value, str)):
             raise self.error(node.msg, "the message of an assert in a kernel must be a string literal")
-        message = node.msg.value if node.msg is not None else f"assert {ast.unparse(node.test)}"  # type: ignore
+        message = node.msg.value if node.msg is not None else f"assert {self.source.source_text(node.test)}"  # type: ignore
         condition = self.truth(self.scalar(node.test, "assert"))
         if not (isinstance(condition, Constant) and condition.value):
             self.b.assert_(condition, message)

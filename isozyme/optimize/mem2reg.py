@@ -9,11 +9,12 @@ array, a variable or out-of-bounds index) is left alone.
 
 Construction follows Cytron et al. ("Efficiently computing static single assignment form", 1991): phis go
 at the iterated dominance frontier of the blocks that define an element (its stores and atomic adds, and
-the alloc, which initializes it every time it runs), then one walk down the dominator tree carries each
-element's current value. The alloc sets it to the interpreter's fill of fresh memory (`uninitialized_fill`:
-nan, the integer minimum, true) or to zero when it is `zeroed`; a load takes the current value, a store
-replaces it, an atomic add becomes an add of the current value and the addend (in that order, as the
-interpreter computes it), and a dim becomes the constant extent. Phis that turn out unused, or trivial
+the alloc, which initializes it every time it runs), where the element is live on entry (pruned SSA, as
+LLVM's mem2reg does), then one walk down the dominator tree carries each element's current value. The
+alloc sets it to the interpreter's fill of fresh memory (`uninitialized_fill`: nan, the integer minimum,
+true) or to zero when it is `zeroed`; a load takes the current value, a store replaces it, an atomic add
+becomes an add of the current value and the addend (in that order, as the interpreter computes it), and
+a dim becomes the constant extent. Phis that turn out unused, or trivial
 (every incoming value is one value or the phi itself), are removed again, as in Braun et al. 2013.
 
 Blocks unreachable from the entry are not on the walk: their loads read the fill value, their stores go.
@@ -22,9 +23,10 @@ Requires verified SSA; keeps it valid, and the interpreter computes bit-identica
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from dataclasses import dataclass, field
 
+from isozyme.ssa.cfg import post_order
 from isozyme.ssa.dominators import DominatorTree, dominance_frontiers
 from isozyme.ssa.interpreter import uninitialized_fill
 from isozyme.ssa.ir import Block, Constant, Function, Instruction, Phi, Value, is_growable_alloc
@@ -84,16 +86,63 @@ def initial_value(alloc: Instruction) -> Constant:
     return Constant(element, 0 if "zeroed" in alloc.flags else uninitialized_fill(element))
 
 
-def iterated_frontier(blocks: set[Block], frontiers: dict[Block, set[Block]]) -> set[Block]:
-    """DF+(blocks): the blocks where the definitions in `blocks` need phis."""
+def iterated_frontier(blocks: set[Block], frontiers: dict[Block, set[Block]],
+                      live: Container[Block] | None = None) -> set[Block]:
+    """DF+(blocks): the blocks where the definitions in `blocks` need phis; only those in `live`, when it is
+    given, and the walk goes on only from those (a phi where the variable is dead is never needed)."""
     result: set[Block] = set()
     worklist = list(blocks)
     while worklist:
         for block in frontiers.get(worklist.pop(), ()):
-            if block not in result:
+            if block not in result and (live is None or block in live):
                 result.add(block)
                 worklist.append(block)
     return result
+
+
+class _LiveIn:
+    """Where each variable is live on entry to a block: the blocks that read it before defining it, and,
+    back from those, the predecessors up to its definitions. Solved for all variables at once, a bit per
+    variable (those read before being defined somewhere) in one integer per block: after AD, thousands of
+    adjoint slots are each live across thousands of blocks (from their zeroing in the entry block on)."""
+
+    def __init__(self, reads_first: dict[Variable, list[Block]], defines: dict[Variable, set[Block]],
+                 function: Function) -> None:
+        self.bits = {variable: 1 << bit for bit, variable in enumerate(reads_first)}
+        uses: dict[Block, int] = {}
+        kills: dict[Block, int] = {}
+        for variable, bit in self.bits.items():
+            for block in reads_first[variable]:
+                uses[block] = uses.get(block, 0) | bit
+            for block in defines[variable]:
+                kills[block] = kills.get(block, 0) | bit
+        self.sets: dict[Block, int] = {}
+        order = post_order(function)  # successors first: one round settles all but loops
+        changed = True
+        while changed:
+            changed = False
+            for block in order:
+                out = 0
+                for succ in block.successors:
+                    out |= self.sets.get(succ, 0)
+                live = uses.get(block, 0) | (out & ~kills.get(block, 0))
+                if live != self.sets.get(block, 0):
+                    self.sets[block] = live
+                    changed = True
+
+    def blocks_of(self, variable: Variable) -> _LiveBlocks:
+        return _LiveBlocks(self.sets, self.bits.get(variable, 0))
+
+
+@dataclass(frozen=True)
+class _LiveBlocks:
+    """The blocks where one variable is live on entry (`_LiveIn`), as a container."""
+
+    sets: dict[Block, int]
+    bit: int
+
+    def __contains__(self, block: object) -> bool:
+        return bool(self.sets.get(block, 0) & self.bit)  # type: ignore[call-overload]
 
 
 class _CurrentValues:
@@ -137,18 +186,47 @@ class _Promotion:
     """The phis placed here, with their variable."""
 
     def place_phis(self) -> None:
+        """Phis at the iterated dominance frontier of each variable's definitions, where it is live (pruned
+        SSA, as LLVM's mem2reg: after AD, thousands of adjoint slots each defined in a few blocks would
+        otherwise get phis at every join of a long CFG, only for most to be removed again)."""
         frontiers = dominance_frontiers(self.function, self.tree)
         layout = {block: index for index, block in enumerate(self.function.blocks)}
+        reads_first, defines = self._accesses_by_block()
+        live_in = _LiveIn(reads_first, defines, self.function)
+        next_phi_at: dict[Block, int] = {}  # where the next phi of a block goes
         for alloc, elements in self.elements.items():
             for element in elements:
                 variable = (alloc, element)
                 self.initial[variable] = initial_value(alloc)
-                defs = {alloc.block} | {user.block for user in alloc.users
-                                        if user.op in DEFINES and accessed_element(user) == element}
-                for block in sorted(iterated_frontier(defs, frontiers), key=layout.__getitem__):
+                live = live_in.blocks_of(variable)
+                for block in sorted(iterated_frontier(defines[variable], frontiers, live), key=layout.__getitem__):
                     phi = Phi(self.initial[variable].type, name=_phi_name(alloc, element), loc=alloc.loc)
-                    block.insert(block.first_non_phi_index(), phi)
+                    index = next_phi_at[block] if block in next_phi_at else block.first_non_phi_index()
+                    block.insert(index, phi)
+                    next_phi_at[block] = index + 1
                     self.phis[phi] = variable
+
+    def _accesses_by_block(self) -> tuple[dict[Variable, list[Block]], dict[Variable, set[Block]]]:
+        """For each variable, the blocks whose first access to it reads it (a load or an atomic add before
+        any store), and the blocks that define it (the alloc's, and those with stores or atomic adds)."""
+        reads_first: dict[Variable, list[Block]] = {}
+        defines: dict[Variable, set[Block]] = {}
+        for alloc, elements in self.elements.items():
+            for element in elements:
+                defines[(alloc, element)] = {alloc.block}  # type: ignore[arg-type]
+        seen: set[tuple[Variable, Block]] = set()
+        for block in self.function.blocks:
+            for inst in block.instructions:
+                if inst.op not in ARRAY_OPERAND or _array_of(inst) not in self.elements:
+                    continue
+                variable = _variable(inst)
+                if (variable, block) not in seen:
+                    seen.add((variable, block))
+                    if inst.op is not Op.STORE and block is not variable[0].block:  # the alloc comes first
+                        reads_first.setdefault(variable, []).append(block)
+                if inst.op in DEFINES:
+                    defines[variable].add(block)
+        return reads_first, defines
 
     def rename(self) -> None:
         """Walk the dominator tree, then the unreachable blocks, rewriting accesses to promoted allocs."""

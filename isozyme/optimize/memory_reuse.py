@@ -629,6 +629,8 @@ def _buffers(function: Function, sizes: Mapping[str, ArgumentValue] | Sequence[A
              ) -> list[Buffer]:
     allocs = [inst for block in reverse_post_order(function) for inst in block.instructions
               if inst.op is Op.ALLOC and inst.uses]  # an unused alloc only checks its shape (dce)
+    if not allocs:
+        return []  # no liveness to compute
     liveness = Liveness(function, {alloc: aliases(alloc) for alloc in allocs})
     nest, namer = LoopNest(function), Namer(function)
     extents = _ExtentEvaluator(_argument_values(function, sizes))

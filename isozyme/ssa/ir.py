@@ -61,6 +61,9 @@ class UseList:
     def __len__(self) -> int:
         return len(self._uses)
 
+    def __contains__(self, use: object) -> bool:
+        return use in self._uses
+
     def __getitem__(self, index: int) -> Use:
         return list(self._uses)[index]
 
@@ -314,35 +317,53 @@ class Phi(Instruction):
         self.blocks = tuple(self.blocks)
         if len(self.blocks) != len(self.operands):
             raise IRError("a phi needs exactly one incoming block per incoming value")
+        self._positions: dict[Block, int] | None = None
+        """The index of each incoming block's first entry, made on first need (a phi of a join of
+        thousands of branches is asked for each of its values); dropped when the blocks change."""
 
     @property
     def incoming(self) -> list[tuple[Block, Value]]:
         """(predecessor, value) pairs in order."""
         return list(zip(self.blocks, self.operands))
 
+    def _position(self, block: Block) -> int:
+        """The index of `block`'s entry; ValueError if there is none."""
+        if self._positions is None:
+            self._positions = {}
+            for index, pred in enumerate(self.blocks):
+                self._positions.setdefault(pred, index)
+        index = self._positions.get(block)
+        if index is None:
+            raise ValueError(f"phi has no incoming value from {block.name or 'that block'}")
+        return index
+
     def add_incoming(self, block: Block, value: Value) -> None:
         self.blocks = (*self.blocks, block)
         self._append_operand(value)
+        if self._positions is not None:
+            self._positions.setdefault(block, len(self.blocks) - 1)
 
     def incoming_value(self, block: Block) -> Value:
         """The value flowing in from `block`; KeyError if there is none."""
-        for pred, value in zip(self.blocks, self.operands):
-            if pred is block:
-                return value
-        raise KeyError(f"phi has no incoming value from {block.name or 'that block'}")
+        try:
+            return self.operands[self._position(block)]
+        except ValueError as missing:
+            raise KeyError(str(missing)) from None
 
     def set_incoming_value(self, block: Block, value: Value) -> None:
-        self.set_operand(self.blocks.index(block), value)
+        self.set_operand(self._position(block), value)
 
     def remove_incoming(self, block: Block) -> None:
         """Drop the entry for `block` (when the edge from it goes away)."""
-        index = self.blocks.index(block)
+        index = self._position(block)
         self._remove_operand(index)
         self.blocks = (*self.blocks[:index], *self.blocks[index + 1:])
+        self._positions = None
 
     def replace_incoming_block(self, old: Block, new: Block) -> None:
         """Key the entry of `old` by `new` (when an edge is redirected through a new block)."""
         self.blocks = tuple(new if block is old else block for block in self.blocks)
+        self._positions = None
 
 
 @dataclass(eq=False, repr=False)
@@ -351,8 +372,9 @@ class Block:
 
     Blocks hold thousands of instructions in generated code, and passes erase and insert many in a row,
     so these edits cost O(1) each: a detached instruction stays in the underlying list until the list is
-    next read (then one pass drops all of them), inserting before the same instruction again does not
-    search for it, and `position` numbers the instructions once until the block changes."""
+    next read (then one pass drops all of them), inserting before the same instruction again, or before
+    each instruction in turn, does not search the block (`_find_anchor`), and `position` numbers the
+    instructions once until the block changes."""
 
     name: str | None = None
     """Label hint for the printer (`bb3`, `for.body`)."""
@@ -454,15 +476,25 @@ class Block:
         listed = self._instructions  # detached entries may remain: they do not change where `anchor` is
         index = self._anchor_index
         if not (index < len(listed) and listed[index] is anchor):
-            # the terminator, or else found from the front: anchors that move are near it (the first
-            # non-phi, which is each new instruction inserted there); numbering the block would cost more
-            last = len(listed) - 1
-            index = last if last >= 0 and listed[last] is anchor else listed.index(anchor)
+            index = self._find_anchor(listed, anchor)
         inst.block = self
         listed.insert(index, inst)
         self._positions = None
         self._anchor_index = index + 1
         return inst
+
+    def _find_anchor(self, listed: list[Instruction], anchor: Instruction) -> int:
+        """Where `anchor` is: the terminator; or after the last anchor, as passes that visit a block in
+        order insert before each instruction in turn; or else searched from the front, as anchors that
+        move are near it (the first non-phi, which is each instruction inserted there). Numbering the
+        block for each insertion would cost its size each time."""
+        last = len(listed) - 1
+        if last >= 0 and listed[last] is anchor:
+            return last
+        try:
+            return listed.index(anchor, min(self._anchor_index, last + 1))
+        except ValueError:
+            return listed.index(anchor)
 
     def __repr__(self) -> str:
         return f"<Block {self.name or hex(id(self))}>"

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
+from functools import cached_property
 
 from isozyme.ssa.cfg import predecessors
 from isozyme.ssa.dominators import DominatorTree
@@ -45,16 +46,19 @@ class VerificationError(Exception):
 class _FunctionVerifier:
     def __init__(self, function: Function) -> None:
         self.function = function
-        self.namer = Namer(function)
         self.problems: list[str] = []
         self.block_set = set(function.blocks)
         # Sets and counts made once, so that no check scans a list per item: blocks and phis have
         # thousands of entries in generated code.
         self.block_counts = Counter(function.blocks)
         self.listed = {(inst, block) for block in function.blocks for inst in block.instructions}
-        self.recorded_uses: dict[Value, set[tuple[int, int]]] = {}  # (id(user), index) per use, on first need
 
     # --- reporting ----------------------------------------------------------------------------------------
+
+    @cached_property
+    def namer(self) -> Namer:
+        """The printed names, made only when there is a problem to report (naming costs more than checking)."""
+        return Namer(self.function)
 
     def report(self, block: Block | None, message: str) -> None:
         where = f"@{self.function.name}"
@@ -129,9 +133,9 @@ class _FunctionVerifier:
                     self._check_operand(block, inst, index, operand)
 
     def _check_operand(self, block: Block, inst: Instruction, index: int, operand: Value) -> None:
-        if operand not in self.recorded_uses:
-            self.recorded_uses[operand] = {(id(use.user), use.index) for use in operand.uses}
-        if (id(inst), index) not in self.recorded_uses[operand]:
+        slots = inst._operand_uses  # the IR's own record of each operand slot
+        use = slots[index] if index < len(slots) else None
+        if use is None or use.user is not inst or use.index != index or use not in operand.uses:
             self.report(block, f"use list of {self.name(operand)} lacks its use by {self.describe(inst)}")
         if isinstance(operand, Constant):
             return
@@ -177,8 +181,11 @@ class _FunctionVerifier:
                 self._check_phi(block, phi, preds[block])
 
     def _check_phi(self, block: Block, phi: Phi, preds: list[Block]) -> None:
-        name = self.name(phi)
         counts, pred_set = Counter(phi.blocks), set(preds)
+        if all(count == 1 and pred in pred_set for pred, count in counts.items()) and len(counts) == len(pred_set) \
+                and all(value.type == phi.type for value in phi.operands):
+            return  # valid: no name to make
+        name = self.name(phi)
         for pred, count in counts.items():
             if count > 1:
                 self.report(block, f"phi {name} lists predecessor {self.namer.block(pred)} more than once")
