@@ -8,39 +8,24 @@ import ast
 import builtins
 import types
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from isozyme.frontend.annotations import MAX_RANK, ScalarAnnotation, scalar_annotation
+from isozyme.frontend.definitions import kernel_definition_of
+from isozyme.frontend.expressions import ExpressionLowering
 from isozyme.frontend.intrinsics import intrinsic_role
-from isozyme.frontend.type_rules import arithmetic_type, assignable, binary_type
+from isozyme.frontend.type_rules import arithmetic_type, assignable, binary_type, describe_type
 from isozyme.ssa.ir import Constant, Value
 from isozyme.ssa.ops import Op
 from isozyme.ssa.types import F64, I1, I64, ArrayType, ScalarType, Type
-
-if TYPE_CHECKING:
-    from isozyme.frontend.lowering import KernelLowering
 
 TWO_ARGUMENT_MATH = {Op.ATAN2, Op.POW}
 MIN_MAX_OPS: dict[str, tuple[Op, Op]] = {"min": (Op.IMIN, Op.FMIN), "max": (Op.IMAX, Op.FMAX)}
 
 
-def describe_type(ty: Type) -> str:
-    """A type as users write it: `Array[f64, 2]`, `f64`, `boolean`."""
-    if isinstance(ty, ArrayType):
-        element = "boolean" if ty.element is I1 else str(ty.element)
-        return f"Array[{element}]" if ty.rank == 1 else f"Array[{element}, {ty.rank}]"
-    return "boolean" if ty is I1 else str(ty)
+class CallLowering(ExpressionLowering):
+    """The lowering of calls, on top of the expressions (whose `lower_call` it defines)."""
 
-
-def kernel_definition_of(obj: object) -> object | None:
-    """The frontend definition behind a kernel object (duck-typed: the runtime owns the class)."""
-    return getattr(obj, "__isozyme_definition__", None)
-
-
-class CallLowering:
-    """The call half of `KernelLowering` (a mixin)."""
-
-    def lower_call(self: KernelLowering, node: ast.Call) -> Value | None:
+    def lower_call(self, node: ast.Call) -> Value | None:
         """The value of a call; None for a kernel that returns nothing."""
         if not self.is_static(node.func):
             raise self.error(node.func, f"cannot call '{ast.unparse(node.func)}': kernels call other kernels, "
@@ -57,7 +42,7 @@ class CallLowering:
             raise self.error(node.keywords[0], f"keyword arguments are not supported in calls of '{role[0]}'")
         return INTRINSIC_CALLS[role[0]](self, node, role[1])
 
-    def plain_call_message(self: KernelLowering, node: ast.Call, callee: object) -> str:
+    def plain_call_message(self, node: ast.Call, callee: object) -> str:
         name = ast.unparse(node.func)
         if getattr(builtins, getattr(callee, "__name__", ""), None) is callee:
             return f"call of Python builtin '{name}' is not supported in a kernel"
@@ -65,7 +50,7 @@ class CallLowering:
             return f"call of plain Python function '{name}': decorate it with @iz.kernel to call it from a kernel"
         return f"call of '{name}' ({type(callee).__name__}) is not supported in a kernel"
 
-    def arguments(self: KernelLowering, node: ast.Call, counts: tuple[int, ...], what: str) -> list[Value]:
+    def arguments(self, node: ast.Call, counts: tuple[int, ...], what: str) -> list[Value]:
         if len(node.args) not in counts or any(isinstance(a, ast.Starred) for a in node.args):
             expected = " or ".join(str(c) for c in counts)
             raise self.error(node, f"{what}() takes {expected} argument(s) in a kernel, got {len(node.args)}")
@@ -73,14 +58,14 @@ class CallLowering:
 
     # --- math -----------------------------------------------------------------------------------------
 
-    def lower_math(self: KernelLowering, node: ast.Call, op: Op) -> Value:
+    def lower_math(self, node: ast.Call, op: Op) -> Value:
         """`iz.<f>`: float math in the argument's float type (f32 stays f32; integers become f64)."""
         args = self.arguments(node, (2,) if op in TWO_ARGUMENT_MATH else (1,), ast.unparse(node.func))
         ty = binary_type(*args) if len(args) == 2 else args[0].type
         ty = ty if ty.is_float else F64  # type: ignore[union-attr]
         return self.emit_pure(op, *(self.convert(a, ty) for a in args))
 
-    def lower_python_math(self: KernelLowering, node: ast.Call, op: Op) -> Value:
+    def lower_python_math(self, node: ast.Call, op: Op) -> Value:
         """`math.<f>`: as Python computes it, in f64; `math.floor`/`math.ceil` return integers."""
         args = self.arguments(node, (2,) if op in TWO_ARGUMENT_MATH else (1,), ast.unparse(node.func))
         if op in (Op.FLOOR, Op.CEIL) and not args[0].type.is_float:
@@ -90,12 +75,12 @@ class CallLowering:
 
     # --- builtins -------------------------------------------------------------------------------------
 
-    def lower_abs(self: KernelLowering, node: ast.Call, _: object) -> Value:
+    def lower_abs(self, node: ast.Call, _: object) -> Value:
         (value,) = self.arguments(node, (1,), "abs")
         value = self.convert(value, I64) if value.type is I1 else value
         return self.emit_pure(Op.FABS if value.type.is_float else Op.IABS, value)
 
-    def lower_min_max(self: KernelLowering, node: ast.Call, function: Callable) -> Value:
+    def lower_min_max(self, node: ast.Call, function: Callable) -> Value:
         """`min(a, b, c)` folds left like Python's: the first of equal minima, nan as Python orders it."""
         name = function.__name__
         if len(node.args) < 2:
@@ -109,7 +94,7 @@ class CallLowering:
                                     self.convert(value, ty))
         return result
 
-    def lower_conversion(self: KernelLowering, node: ast.Call, target: ScalarType) -> Value:
+    def lower_conversion(self, node: ast.Call, target: ScalarType) -> Value:
         """`float(x)`, `int(x)`, `bool(x)`, `f32(x)`: explicit conversions (ints truncate toward zero)."""
         name = ast.unparse(node.func)
         if not node.args and not node.keywords:
@@ -117,26 +102,26 @@ class CallLowering:
         (value,) = self.arguments(node, (1,), name)
         return self.convert(value, target)
 
-    def lower_float(self: KernelLowering, node: ast.Call, _: object) -> Value:
+    def lower_float(self, node: ast.Call, _: object) -> Value:
         return self.lower_conversion(node, F64)
 
-    def lower_int(self: KernelLowering, node: ast.Call, _: object) -> Value:
+    def lower_int(self, node: ast.Call, _: object) -> Value:
         return self.lower_conversion(node, I64)
 
-    def lower_bool(self: KernelLowering, node: ast.Call, _: object) -> Value:
+    def lower_bool(self, node: ast.Call, _: object) -> Value:
         return self.lower_conversion(node, I1)
 
-    def lower_len(self: KernelLowering, node: ast.Call, _: object) -> Value:
+    def lower_len(self, node: ast.Call, _: object) -> Value:
         if len(node.args) != 1:
             raise self.error(node, "len() takes exactly one argument")
         return self.b.dim(self.array(node.args[0]), 0)
 
-    def lower_range_outside_for(self: KernelLowering, node: ast.Call, _: object) -> Value:
+    def lower_range_outside_for(self, node: ast.Call, _: object) -> Value:
         raise self.error(node, f"'{ast.unparse(node.func)}' is only allowed as the iterable of a for loop")
 
     # --- local arrays ---------------------------------------------------------------------------------
 
-    def lower_alloc(self: KernelLowering, node: ast.Call, function: Callable) -> Value:
+    def lower_alloc(self, node: ast.Call, function: Callable) -> Value:
         """`iz.zeros(shape, dtype)` / `iz.empty(shape, dtype)`: a local array, freed at kernel exit."""
         name = function.__name__
         given = dict(zip(("shape", "dtype"), node.args, strict=False))
@@ -160,7 +145,7 @@ class CallLowering:
             sizes.append(self.convert(size, I64))
         return self.b.alloc(element, *sizes, zeroed=name == "zeros")
 
-    def dtype_argument(self: KernelLowering, node: ast.expr | None) -> ScalarType:
+    def dtype_argument(self, node: ast.expr | None) -> ScalarType:
         if node is None:
             return F64
         annotation = scalar_annotation(self.static_object(node)) if self.is_static(node) else None
@@ -170,7 +155,7 @@ class CallLowering:
 
     # --- kernel calls ---------------------------------------------------------------------------------
 
-    def lower_kernel_call(self: KernelLowering, node: ast.Call, kernel: object) -> Value | None:
+    def lower_kernel_call(self, node: ast.Call, kernel: object) -> Value | None:
         definition = kernel_definition_of(kernel)
         callee = self.compiler.function_for(definition, self.source, node)  # type: ignore[arg-type]
         params = definition.parameter_names()  # type: ignore[union-attr]
@@ -180,7 +165,7 @@ class CallLowering:
         call = self.b.call(callee, *values)
         return None if callee.return_type.is_void else call
 
-    def bind_arguments(self: KernelLowering, node: ast.Call, kernel: str,
+    def bind_arguments(self, node: ast.Call, kernel: str,
                        params: list[str]) -> dict[str, tuple[ast.expr, Value]]:
         """Arguments by parameter name, evaluated left to right as written."""
         signature = f"kernel '{kernel}' takes {len(params)} argument(s) ({', '.join(params)})"
@@ -197,7 +182,7 @@ class CallLowering:
             raise self.error(node, f"{signature}; missing: {', '.join(missing)}")
         return {name: bound[name] for name in params}
 
-    def kernel_argument(self: KernelLowering, kernel: str, param: str, node: ast.expr, value: Value,
+    def kernel_argument(self, kernel: str, param: str, node: ast.expr, value: Value,
                         ty: Type) -> Value:
         if isinstance(ty, ArrayType) or isinstance(value.type, ArrayType):
             if value.type != ty:

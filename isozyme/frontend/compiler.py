@@ -15,67 +15,17 @@ round widens one variable at one block, so this ends after a few rounds.
 from __future__ import annotations
 
 import ast
-import builtins
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from functools import cached_property
 
 from isozyme.frontend.annotations import ArrayAnnotation, ScalarAnnotation
+from isozyme.frontend.definitions import MISSING, KernelDefinition, StaticRead
 from isozyme.frontend.diagnostics import CompileError, KernelSource
-from isozyme.frontend.lowering import MISSING, KernelLowering
+from isozyme.frontend.lowering import KernelLowering
 from isozyme.frontend.ssa_construction import WidenVariable
 from isozyme.ssa.builder import make_function
 from isozyme.ssa.ir import CUSTOM_JVP_FLAG, CUSTOM_VJP_FLAG, NOINLINE, Function, Module, mark_checked
 from isozyme.ssa.types import VOID, Type
 
 MAX_TYPE_ROUNDS = 64
-
-
-@dataclass(eq=False)
-class KernelDefinition:
-    """A Python function decorated as a kernel, before compilation."""
-
-    py_func: Callable
-    """The undecorated function."""
-    options: dict[str, object] = field(default_factory=dict)
-    """Options given to the decorator (`backend`, `boundscheck`)."""
-
-    @property
-    def name(self) -> str:
-        return self.py_func.__name__
-
-    @cached_property
-    def source(self) -> KernelSource:
-        return KernelSource.of(self.py_func)
-
-    def parameter_names(self) -> list[str]:
-        return [arg.arg for arg in self.source.tree.args.args]
-
-    def lookup(self, name: str) -> object:
-        """What `name` means outside the kernel at compile time: closure, then globals, then builtins."""
-        code = self.py_func.__code__
-        if name in code.co_freevars and self.py_func.__closure__:
-            cell = self.py_func.__closure__[code.co_freevars.index(name)]
-            try:
-                return cell.cell_contents
-            except ValueError:
-                return MISSING  # the closed-over variable is not assigned yet
-        if name in self.py_func.__globals__:
-            return self.py_func.__globals__[name]
-        return getattr(builtins, name, MISSING)
-
-
-@dataclass(frozen=True, eq=False)
-class StaticRead:
-    """A name or module attribute outside the kernels that the lowering read, and what it found."""
-
-    definition: KernelDefinition
-    """The kernel whose scope the name was looked up in."""
-    path: str
-    """The name, or `base.attribute` with the source text of the base expression (a dotted name, unless an
-    annotation reads an attribute of something else, such as `Array[f64].ndim`)."""
-    value: object
-    """What it found (`MISSING` for nothing)."""
 
 
 class ModuleCompiler:

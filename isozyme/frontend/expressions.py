@@ -8,18 +8,19 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
-import numpy as np
-
-from isozyme.frontend.type_rules import CONVERSION_STEPS, arithmetic_type, binary_type, true_division_type
+from isozyme.frontend.lowering_state import LoweringState
+from isozyme.frontend.type_rules import (
+    CONVERSION_STEPS,
+    arithmetic_type,
+    binary_type,
+    python_scalar_constant,
+    true_division_type,
+)
 from isozyme.ssa.ir import Block, Constant, Value
 from isozyme.ssa.ops import Op, result_type
 from isozyme.ssa.semantics import evaluate
-from isozyme.ssa.types import F64, I1, I32, I64, ArrayType, ScalarType, Type
-
-if TYPE_CHECKING:
-    from isozyme.frontend.lowering import KernelLowering
+from isozyme.ssa.types import I1, I64, ArrayType, ScalarType, Type
 
 ARITHMETIC: dict[type[ast.operator], tuple[Op, Op]] = {
     ast.Add: (Op.IADD, Op.FADD), ast.Sub: (Op.ISUB, Op.FSUB), ast.Mult: (Op.IMUL, Op.FMUL),
@@ -64,28 +65,16 @@ def construct_name(node: ast.AST) -> str:
     return CONSTRUCT_NAMES.get(type(node), type(node).__name__)
 
 
-def python_scalar_constant(value: object) -> Constant | None:
-    """The weak constant for a Python or numpy scalar, None when `value` is not a number."""
-    if isinstance(value, bool | np.bool_):
-        return Constant(I1, bool(value))
-    if isinstance(value, np.integer):
-        return Constant(I32 if value.dtype == np.int32 else I64, int(value)) if value.dtype.itemsize <= 8 else None
-    if isinstance(value, int):
-        return Constant(I64, value) if -(1 << 63) <= value < 1 << 63 else None
-    if isinstance(value, np.float32):
-        from isozyme.ssa.types import F32
-        return Constant(F32, float(value))
-    if isinstance(value, float | np.floating):
-        return Constant(F64, float(value))
-    return None
+class ExpressionLowering(LoweringState):
+    """The lowering of expressions, on the state of `LoweringState`; calls go through `lower_call`."""
 
-
-class ExpressionLowering:
-    """The expression half of `KernelLowering` (a mixin: it uses the builder and variables of the latter)."""
+    def lower_call(self, node: ast.Call) -> Value | None:
+        """The value of a call; None for a kernel that returns nothing (defined by `CallLowering`)."""
+        raise NotImplementedError
 
     # --- entry points ---------------------------------------------------------------------------------
 
-    def expr(self: KernelLowering, node: ast.expr) -> Value:
+    def expr(self, node: ast.expr) -> Value:
         """The SSA value of an expression."""
         handler = EXPRESSIONS.get(type(node))
         if handler is None:
@@ -93,14 +82,14 @@ class ExpressionLowering:
         with self.located(node):
             return handler(self, node)
 
-    def scalar(self: KernelLowering, node: ast.expr, what: str = "this operation") -> Value:
+    def scalar(self, node: ast.expr, what: str = "this operation") -> Value:
         value = self.expr(node)
         if not isinstance(value.type, ScalarType):
             raise self.error(node, f"{what} needs a number, got the array {value.type}; kernels work element "
                                    "by element")
         return value
 
-    def array(self: KernelLowering, node: ast.expr) -> Value:
+    def array(self, node: ast.expr) -> Value:
         value = self.expr(node)
         if not isinstance(value.type, ArrayType):
             raise self.error(node, f"expected an array, got a {value.type} scalar")
@@ -108,7 +97,7 @@ class ExpressionLowering:
 
     # --- emission helpers -----------------------------------------------------------------------------
 
-    def emit_pure(self: KernelLowering, op: Op, *operands: Value, type: Type | None = None,
+    def emit_pure(self, op: Op, *operands: Value, type: Type | None = None,
                   name: str | None = None) -> Value:
         """Emit a pure op, or fold it to a constant when all operands are constants and it does not trap."""
         ty = type or result_type(op, [o.type for o in operands])
@@ -119,7 +108,7 @@ class ExpressionLowering:
                 pass  # keep the op: it raises (or misbehaves) at run time, as Python would
         return self.b.emit(op, *operands, type=type, name=name)
 
-    def convert(self: KernelLowering, value: Value, target: Type) -> Value:
+    def convert(self, value: Value, target: Type) -> Value:
         """`value` as `target` through the cast chain of `type_rules` (to boolean: a truth test)."""
         if value.type == target:
             return value
@@ -130,7 +119,7 @@ class ExpressionLowering:
             value = self.emit_pure(op, value, type=ty)
         return value
 
-    def truth(self: KernelLowering, value: Value) -> Value:
+    def truth(self, value: Value) -> Value:
         """Python's truth value of a scalar: `x != 0` (nan is true, as in Python)."""
         if value.type is I1:
             return value
@@ -141,19 +130,19 @@ class ExpressionLowering:
 
     # --- leaves ---------------------------------------------------------------------------------------
 
-    def lower_constant(self: KernelLowering, node: ast.Constant) -> Value:
+    def lower_constant(self, node: ast.Constant) -> Value:
         constant = python_scalar_constant(node.value)
         if constant is None:
             kind = "integer out of the 64-bit range" if isinstance(node.value, int) else type(node.value).__name__
             raise self.error(node, f"unsupported constant in a kernel: {kind}")
         return constant
 
-    def lower_name(self: KernelLowering, node: ast.Name) -> Value:
+    def lower_name(self, node: ast.Name) -> Value:
         if node.id in self.local_names:
             return self.read_variable(node.id, node)
         return self.global_value(node.id, self.lookup_global(node.id, node), node)
 
-    def lower_attribute(self: KernelLowering, node: ast.Attribute) -> Value:
+    def lower_attribute(self, node: ast.Attribute) -> Value:
         if self.is_static(node.value):
             obj = self.static_object(node)
             return self.global_value(ast.unparse(node), obj, node)
@@ -172,7 +161,7 @@ class ExpressionLowering:
 
     # --- arrays ---------------------------------------------------------------------------------------
 
-    def lower_subscript(self: KernelLowering, node: ast.Subscript) -> Value:
+    def lower_subscript(self, node: ast.Subscript) -> Value:
         shape = node.value
         if isinstance(shape, ast.Attribute) and shape.attr == "shape" and not self.is_static(shape.value):
             array = self.array(node.value.value)
@@ -180,7 +169,7 @@ class ExpressionLowering:
         array = self.array(node.value)
         return self.b.load(array, *self.indices(node, array))
 
-    def constant_axis(self: KernelLowering, node: ast.expr, ty: ArrayType) -> int:
+    def constant_axis(self, node: ast.expr, ty: ArrayType) -> int:
         value = self.expr(node)
         if not isinstance(value, Constant) or not value.type.is_int:
             raise self.error(node, "x.shape needs a constant integer index")
@@ -189,7 +178,7 @@ class ExpressionLowering:
             raise self.error(node, f"axis {value.value} is out of range for an array of {ty.rank} dimension(s)")
         return axis  # type: ignore[return-value]
 
-    def indices(self: KernelLowering, node: ast.Subscript, array: Value) -> list[Value]:
+    def indices(self, node: ast.Subscript, array: Value) -> list[Value]:
         """The i64 indices of `array[...]`; constant negative indices count from the end, as in Python."""
         ty: ArrayType = array.type  # type: ignore[assignment]
         parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
@@ -211,7 +200,7 @@ class ExpressionLowering:
 
     # --- operators ------------------------------------------------------------------------------------
 
-    def lower_binop(self: KernelLowering, node: ast.BinOp) -> Value:
+    def lower_binop(self, node: ast.BinOp) -> Value:
         """`left <op> right`. An operator chain nests as deep as it is long (`a + b + c` is `(a + b) + c`;
         generated code has thousands of terms), so the tree of `BinOp`s under `node` is walked with an
         explicit stack, each left operand before its right one as Python evaluates them; only operands that
@@ -232,7 +221,7 @@ class ExpressionLowering:
                 values.append(self.scalar(current, f"'{symbol}'"))
         return values.pop()
 
-    def binary(self: KernelLowering, node: ast.AST, op: ast.operator, left: Value, right: Value) -> Value:
+    def binary(self, node: ast.AST, op: ast.operator, left: Value, right: Value) -> Value:
         """`left <op> right` with Python's typing (also used by augmented assignment)."""
         kind = type(op)
         if kind is ast.Div:
@@ -253,7 +242,7 @@ class ExpressionLowering:
             return self.emit_pure(BITWISE[kind], self.convert(left, ty), self.convert(right, ty))
         raise self.error(node, f"unsupported operator '{OPERATOR_SYMBOLS.get(kind, kind.__name__)}' in a kernel")
 
-    def power(self: KernelLowering, node: ast.AST, base: Value, exponent: Value) -> Value:
+    def power(self, node: ast.AST, base: Value, exponent: Value) -> Value:
         """`**`: `pow` on floats; an integer power only with a constant exponent >= 0 (by squaring)."""
         ty = arithmetic_type(base, exponent)
         if ty.is_float:
@@ -273,7 +262,7 @@ class ExpressionLowering:
                 square = self.emit_pure(Op.IMUL, square, square)
         return result
 
-    def lower_unaryop(self: KernelLowering, node: ast.UnaryOp) -> Value:
+    def lower_unaryop(self, node: ast.UnaryOp) -> Value:
         if isinstance(node.op, ast.Not):
             return self.emit_pure(Op.XOR, self.truth(self.scalar(node.operand, "'not'")), Constant(I1, True))
         operand = self.scalar(node.operand, "a unary operator")
@@ -287,7 +276,7 @@ class ExpressionLowering:
             raise self.error(node, f"'~' needs an integer, got {operand.type}")
         return self.emit_pure(Op.XOR, operand, Constant(operand.type, -1))  # type: ignore[arg-type]
 
-    def compare(self: KernelLowering, node: ast.AST, op: ast.cmpop, left: Value, right: Value) -> Value:
+    def compare(self, node: ast.AST, op: ast.cmpop, left: Value, right: Value) -> Value:
         if type(op) not in COMPARISONS:
             raise self.error(node, f"unsupported comparison '{OPERATOR_SYMBOLS.get(type(op), '?')}' in a kernel")
         if not isinstance(left.type, ScalarType) or not isinstance(right.type, ScalarType):
@@ -296,12 +285,12 @@ class ExpressionLowering:
         int_op, float_op = COMPARISONS[type(op)]
         return self.emit_pure(float_op if ty.is_float else int_op, self.convert(left, ty), self.convert(right, ty))
 
-    def lower_compare(self: KernelLowering, node: ast.Compare) -> Value:
+    def lower_compare(self, node: ast.Compare) -> Value:
         if len(node.ops) == 1:
             return self.compare(node, node.ops[0], self.expr(node.left), self.expr(node.comparators[0]))
         return self.value_through_branches("cmp", node)
 
-    def lower_boolop(self: KernelLowering, node: ast.BoolOp) -> Value:
+    def lower_boolop(self, node: ast.BoolOp) -> Value:
         """`a and b` is `a` when `a` is false, else `b` (Python returns the operand, not a boolean)."""
         result = self.hidden_variable("and" if isinstance(node.op, ast.And) else "or")
         merge = self.new_block("and.end" if isinstance(node.op, ast.And) else "or.end")
@@ -325,15 +314,15 @@ class ExpressionLowering:
         self.switch_to(merge)
         return self.read_variable(result, node)
 
-    def lower_ifexp(self: KernelLowering, node: ast.IfExp) -> Value:
+    def lower_ifexp(self, node: ast.IfExp) -> Value:
         return self.branch_value("cond", node.test, node, lambda: self.expr(node.body),
                                  lambda: self.expr(node.orelse))
 
-    def value_through_branches(self: KernelLowering, hint: str, node: ast.expr) -> Value:
+    def value_through_branches(self, hint: str, node: ast.expr) -> Value:
         """A boolean-valued expression evaluated by `lower_branch` into a phi of True/False."""
         return self.branch_value(hint, node, node, lambda: Constant(I1, True), lambda: Constant(I1, False))
 
-    def branch_value(self: KernelLowering, hint: str, test: ast.expr, node: ast.expr,
+    def branch_value(self, hint: str, test: ast.expr, node: ast.expr,
                      if_true: Callable[[], Value], if_false: Callable[[], Value]) -> Value:
         """`if_true()` or `if_false()`, each lowered in its own block, chosen by Python's truth of `test`
         (short-circuiting) and merged by a phi."""
@@ -355,7 +344,7 @@ class ExpressionLowering:
 
     # --- conditions as control flow -------------------------------------------------------------------
 
-    def lower_branch(self: KernelLowering, node: ast.expr, if_true: Block, if_false: Block) -> None:
+    def lower_branch(self, node: ast.expr, if_true: Block, if_false: Block) -> None:
         """Branch to `if_true` or `if_false` on Python's truth of `node`, short-circuiting `and`, `or`,
         `not` and chained comparisons."""
         with self.located(node):
@@ -378,7 +367,7 @@ class ExpressionLowering:
             else:
                 self.cond_branch(self.truth(self.scalar(node, "a condition")), if_true, if_false)
 
-    def lower_chained_comparison(self: KernelLowering, node: ast.Compare, if_true: Block, if_false: Block) -> None:
+    def lower_chained_comparison(self, node: ast.Compare, if_true: Block, if_false: Block) -> None:
         """`a < b < c` is `a < b and b < c` with `b` evaluated once."""
         left = self.expr(node.left)
         for index, (op, comparator) in enumerate(zip(node.ops, node.comparators, strict=True)):
@@ -395,13 +384,13 @@ class ExpressionLowering:
                 return
             left = right
 
-    def lower_call_expression(self: KernelLowering, node: ast.Call) -> Value:
+    def lower_call_expression(self, node: ast.Call) -> Value:
         value = self.lower_call(node)
         if value is None:
             raise self.error(node, f"'{ast.unparse(node.func)}' returns nothing; its call has no value")
         return value
 
-    def lower_tuple(self: KernelLowering, node: ast.Tuple) -> Value:
+    def lower_tuple(self, node: ast.Tuple) -> Value:
         raise self.error(node, "tuples are only supported on both sides of an assignment (a, b = b, a)")
 
 

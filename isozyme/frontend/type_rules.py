@@ -14,9 +14,11 @@ boolean; an *explicit* conversion (`int()`, `float()`, `f32()`, `bool()`) does e
 
 from __future__ import annotations
 
+import numpy as np
+
 from isozyme.ssa.ir import Constant, Value
 from isozyme.ssa.ops import Op
-from isozyme.ssa.types import F32, F64, I1, I32, I64, ScalarType, Type
+from isozyme.ssa.types import F32, F64, I1, I32, I64, ArrayType, ScalarType, Type
 
 _RANK: dict[Type, int] = {I1: 0, I32: 1, I64: 2, F32: 3, F64: 4}
 
@@ -84,3 +86,26 @@ def assignable(source: ScalarType, target: ScalarType) -> bool:
     if source == target or widens(source, target):
         return True
     return kind_rank(source) == kind_rank(target) and not target.is_bool
+
+
+def describe_type(ty: Type) -> str:
+    """A type as users write it: `Array[f64, 2]`, `f64`, `boolean`."""
+    if isinstance(ty, ArrayType):
+        element = "boolean" if ty.element is I1 else str(ty.element)
+        return f"Array[{element}]" if ty.rank == 1 else f"Array[{element}, {ty.rank}]"
+    return "boolean" if ty is I1 else str(ty)
+
+
+def python_scalar_constant(value: object) -> Constant | None:
+    """The weak constant for a Python or numpy scalar, None when `value` is not a number."""
+    if isinstance(value, bool | np.bool_):
+        return Constant(I1, bool(value))
+    if isinstance(value, np.integer):
+        return Constant(I32 if value.dtype == np.int32 else I64, int(value)) if value.dtype.itemsize <= 8 else None
+    if isinstance(value, int):
+        return Constant(I64, value) if -(1 << 63) <= value < 1 << 63 else None
+    if isinstance(value, np.float32):
+        return Constant(F32, float(value))
+    if isinstance(value, float | np.floating):
+        return Constant(F64, float(value))
+    return None

@@ -37,7 +37,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from isozyme.codegen.abi import CodegenOptions
-from isozyme.frontend.compiler import KernelDefinition, StaticRead, lower_kernel
+from isozyme.frontend.compiler import lower_kernel
+from isozyme.frontend.definitions import KernelDefinition, StaticRead
 from isozyme.frontend.diagnostics import CompileError
 from isozyme.optimize.loop_fusion import fusion_enabled
 from isozyme.optimize.pass_manager import PassOptions, run_passes

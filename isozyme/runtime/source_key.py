@@ -40,10 +40,8 @@ import numpy as np
 
 from isozyme.codegen.abi import CodegenOptions
 from isozyme.frontend.annotations import ArrayAnnotation, ScalarAnnotation
-from isozyme.frontend.calls import kernel_definition_of
-from isozyme.frontend.compiler import KernelDefinition, StaticRead
+from isozyme.frontend.definitions import MISSING, KernelDefinition, StaticRead, kernel_definition_of
 from isozyme.frontend.intrinsics import intrinsic_role
-from isozyme.frontend.lowering import MISSING
 from isozyme.runtime import disk_cache, host_identity
 from isozyme.runtime.arguments import Parameter
 from isozyme.runtime.disk_cache import sha256
