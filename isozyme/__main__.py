@@ -39,6 +39,7 @@ from isozyme.optimize.pass_manager import (
 from isozyme.runtime.kernel import STAGES
 from isozyme.ssa.ir import Function, Module
 from isozyme.ssa.parser import ParseError, parse_module
+from isozyme.ssa.printer import print_module
 from isozyme.ssa.types import ArrayType, ScalarType, Type
 from isozyme.ssa.verifier import VerificationError, verify
 
@@ -62,7 +63,7 @@ def command_opt(args: argparse.Namespace) -> int:
                           statistics={} if args.stats else None)
     run_passes(module, names, options)
     verify(module)
-    sys.stdout.write(str(module))
+    sys.stdout.write(print_module(module))
     if options.time_passes is not None:
         sys.stderr.write(format_timing_report(options.time_passes))
     if options.statistics is not None:

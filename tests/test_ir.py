@@ -9,6 +9,7 @@ from isozyme.ssa.builder import Builder, make_function
 from isozyme.ssa.ir import Constant, IRError, Module, Phi
 from isozyme.ssa.ops import OP_INFO, Op, Syntax
 from isozyme.ssa.parser import parse_module
+from isozyme.ssa.printer import print_function
 from isozyme.ssa.types import F32, F64, I1, I32, I64, ArrayType
 from isozyme.ssa.verifier import verify
 
@@ -118,10 +119,10 @@ bb1:
   ret %x
 }""")
     function = module["f"]
-    before = str(function)
+    before = print_function(function)
     with pytest.raises(IRError, match="used in another block"):
         function.remove_block(function.blocks[0])
-    assert str(function) == before  # refused before anything was taken apart
+    assert print_function(function) == before  # refused before anything was taken apart
     verify(function)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from isozyme.ssa.parser import ParseError, parse_function, parse_module
+from isozyme.ssa.printer import print_function
 
 CASES = [
     ("undefined value", "func @f() -> f64 {\nbb0:\n  ret %nope\n}", 3, 7, "use of undefined value %nope"),
@@ -56,7 +57,7 @@ bb0:                        ; preds nothing really
   ret %x
 }
 """)
-    assert str(function) == "func @f(%a: f64) -> f64 {\nbb0:\n  %x = fadd %a, %a\n  ret %x\n}"
+    assert print_function(function) == "func @f(%a: f64) -> f64 {\nbb0:\n  %x = fadd %a, %a\n  ret %x\n}"
 
 
 def test_source_locations_point_into_the_file() -> None:

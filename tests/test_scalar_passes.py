@@ -29,6 +29,7 @@ from isozyme.ssa.interpreter import StepLimitExceeded, run_function
 from isozyme.ssa.ir import Block, Constant, Function, Instruction, Phi, Value, canonical_scalar
 from isozyme.ssa.ops import OP_INFO, SHARED_CLASSES, Op, Syntax, result_type
 from isozyme.ssa.parser import parse_function
+from isozyme.ssa.printer import print_function
 from isozyme.ssa.semantics import SEMANTICS
 from isozyme.ssa.types import F32, F64, I1, I32, I64, ScalarType
 from isozyme.ssa.verifier import verify
@@ -103,7 +104,7 @@ def check_pass(function: Function, worker: Callable[[Function], bool], inputs: S
     verify(function)
     for args, expected in zip(inputs, before):
         actual = run(function, args)
-        assert same_outcome(expected, actual, ulps), (args, expected, actual, str(function))
+        assert same_outcome(expected, actual, ulps), (args, expected, actual, print_function(function))
     return changed
 
 
@@ -523,7 +524,7 @@ def check_program(function: Function, worker: Callable[[Function], bool]) -> Non
     for args, expected in zip(PROGRAM_INPUTS, before):
         if expected != ("raise", StepLimitExceeded):
             actual = run(function, args, STEP_LIMIT)
-            assert same_outcome(expected, actual), (args, expected, actual, str(function))
+            assert same_outcome(expected, actual), (args, expected, actual, print_function(function))
 
 
 def block_is_forwarding(block: Block) -> bool:

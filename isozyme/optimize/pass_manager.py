@@ -49,6 +49,7 @@ from isozyme.optimize.mem2reg import mem2reg
 from isozyme.optimize.memory_reuse import place_in_arena
 from isozyme.optimize.simplify_cfg import simplify_cfg
 from isozyme.ssa.ir import Function, Module
+from isozyme.ssa.printer import print_function, print_module
 from isozyme.ssa.verifier import VerificationError, verify
 
 
@@ -301,7 +302,7 @@ def _run_invocation(module: Module, invocation: Invocation, options: PassOptions
 
 def _run_on(invocation: Invocation, target: Function | Module, options: PassOptions) -> bool:
     """Run a pass on one function (or the module), then verify and print as `options` asks."""
-    before = str(target) if options.verify_each else ""
+    before = _text(target) if options.verify_each else ""
     size_before = ir_size(target) if options.statistics is not None else (0, 0)
     with _timer(options, invocation.pass_.name):
         changed = bool(invocation.pass_.run(target, **invocation.arguments))
@@ -314,8 +315,12 @@ def _run_on(invocation: Invocation, target: Function | Module, options: PassOpti
     if options.print_after_all or invocation.pass_.name in options.print_after:
         out = options.out or sys.stderr
         print(f"; *** IR Dump After {invocation.pass_.name} on {_describe(target)} ***", file=out)
-        print(str(target).rstrip("\n"), file=out)
+        print(_text(target).rstrip("\n"), file=out)
     return changed
+
+
+def _text(target: Function | Module) -> str:
+    return print_function(target) if isinstance(target, Function) else print_module(target)
 
 
 def _describe(target: Function | Module) -> str:
@@ -328,7 +333,7 @@ def _check_after(invocation: Invocation, target: Function | Module, before: str,
         verify(target)
     except VerificationError as error:
         raise PassError(f"IR invalid after pass '{invocation}' on {_describe(target)}:\n{error}") from error
-    if not changed and str(target) != before:
+    if not changed and _text(target) != before:
         raise PassError(f"pass '{invocation}' changed {_describe(target)} but reported no change")
 
 

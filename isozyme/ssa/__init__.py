@@ -1,5 +1,17 @@
 """The SSA IR: types, the op table, IR classes, builder, printer, parser, verifier, analyses and the
-reference interpreter (DESIGN section 3). Imports no other isozyme package."""
+reference interpreter (DESIGN section 3). Imports no other isozyme package.
+
+Modules in layer order, highest first; each imports only modules on lines below it (`lint-imports` checks):
+- `trip_count`, `verifier`, `interpreter`, `parser`, `dot`: a loop's trip count; the IR's invariants; the
+  reference interpreter; the text form read back; Graphviz drawings
+- `loops`, `printer`: natural loops and the loop nest; the text form
+- `dominators`: dominator tree and frontiers (Lengauer-Tarjan)
+- `builder`, `cfg`, `def_use`, `semantics`: building instructions; successors, predecessors and block
+  orders; def-use walks; what each op computes (the interpreter and constant folding share it)
+- `ir`: values, instructions, phis, blocks, functions, modules, with their use lists
+- `ops`: the op enum and its property table
+- `types`: scalar and array types
+"""
 
 from isozyme.ssa.builder import Builder, make_function
 from isozyme.ssa.dominators import DominatorTree, dominance_frontiers

@@ -3,7 +3,8 @@
 Values compare by identity. Every value keeps the list of its uses; operand tuples are immutable and
 change only through `Instruction.set_operand`, `Value.replace_all_uses_with`, the phi methods and
 `Instruction.erase`, so use lists never go out of sync. Blocks hold phis first, then instructions, then
-one terminator; the verifier (`verifier.py`) checks it.
+one terminator; the verifier (`verifier.py`) checks it. The text form is `printer.py`'s
+(`print_function`, `print_module`), a layer above: the IR classes import nothing but the op table and types.
 """
 
 from __future__ import annotations
@@ -581,10 +582,6 @@ class Function:
         for block in self.blocks:
             yield from block.instructions
 
-    def __str__(self) -> str:
-        from isozyme.ssa.printer import print_function
-        return print_function(self)
-
     def __repr__(self) -> str:
         return f"<Function @{self.name}>"
 
@@ -611,7 +608,3 @@ class Module:
 
     def __iter__(self) -> Iterator[Function]:
         return iter(self.functions.values())
-
-    def __str__(self) -> str:
-        from isozyme.ssa.printer import print_module
-        return print_module(self)
