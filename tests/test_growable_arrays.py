@@ -269,7 +269,7 @@ def peeks() -> Module:
 # --- text form and builder ---------------------------------------------------------------------------------
 
 def test_text_round_trips_with_the_flags_and_grow() -> None:
-    printed = str(tapes())
+    printed = print_module(tapes())
     assert print_module(parse_module(printed)) == printed
     assert "  %t = alloc i64[0] growable zeroed\n" in printed
     assert "  grow %t, %i.next\n" in printed

@@ -44,7 +44,8 @@ from llvmlite import ir
 from isozyme.codegen.abi import CodegenOptions
 from isozyme.codegen.error_sites import ErrorSite, register_site
 from isozyme.ssa.cfg import reverse_post_order
-from isozyme.ssa.ir import CHECKED, Block, Constant, Function, Instruction, Module, Value, is_growable_alloc
+from isozyme.ssa.flags import CHECKED, is_growable_alloc
+from isozyme.ssa.ir import Block, Constant, Function, Instruction, Module, Value
 from isozyme.ssa.ops import Op
 from isozyme.ssa.types import ArrayType, ScalarType, Type
 

@@ -40,7 +40,8 @@ from isozyme.codegen.address_spaces import FunctionVersions, Spaces, version_nam
 from isozyme.codegen.error_sites import PAYLOAD_WORDS, ErrorSite, register_site
 from isozyme.codegen.out_of_ssa import Copy, OutOfSSA, Temporary
 from isozyme.ssa.cfg import reverse_post_order
-from isozyme.ssa.ir import CHECKED, Block, Constant, Function, Instruction, Phi, Value
+from isozyme.ssa.flags import CHECKED
+from isozyme.ssa.ir import Block, Constant, Function, Instruction, Phi, Value
 from isozyme.ssa.ops import Op
 from isozyme.ssa.types import LARGEST_SIZE, ArrayType, ScalarType, Type
 

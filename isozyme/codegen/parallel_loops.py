@@ -47,7 +47,8 @@ from dataclasses import dataclass, field
 
 from isozyme.ssa.builder import Builder
 from isozyme.ssa.dominators import DominatorTree
-from isozyme.ssa.ir import Argument, Block, Constant, Function, Instruction, Phi, Value, is_local_array, local_extents
+from isozyme.ssa.flags import is_local_array, local_extents
+from isozyme.ssa.ir import Argument, Block, Constant, Function, Instruction, Phi, Value
 from isozyme.ssa.loops import Loop, LoopNest
 from isozyme.ssa.ops import Op
 from isozyme.ssa.trip_count import (

@@ -62,7 +62,8 @@ from isozyme.optimize.function_attributes import module_memory_effects
 from isozyme.optimize.inline import inline_call
 from isozyme.optimize.memory_effects import array_root
 from isozyme.ssa.builder import Builder
-from isozyme.ssa.ir import CUSTOM_JVP_FLAG, CUSTOM_VJP_FLAG, NOINLINE, Argument, Function, Instruction, Module, Value
+from isozyme.ssa.flags import CUSTOM_JVP_FLAG, CUSTOM_VJP_FLAG, NOINLINE
+from isozyme.ssa.ir import Argument, Function, Instruction, Module, Value
 from isozyme.ssa.types import I64, VOID, ArrayType, Type
 
 SPLIT_RULE = "split"

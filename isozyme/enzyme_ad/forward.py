@@ -37,7 +37,8 @@ from isozyme.enzyme_ad.errors import unsupported
 from isozyme.enzyme_ad.rules import MIRRORED_OPS, TANGENT_RULES
 from isozyme.ssa.builder import Builder
 from isozyme.ssa.dominators import DominatorTree
-from isozyme.ssa.ir import CHECKED, Argument, Block, Constant, Function, Instruction, Phi, Value
+from isozyme.ssa.flags import CHECKED
+from isozyme.ssa.ir import Argument, Block, Constant, Function, Instruction, Phi, Value
 from isozyme.ssa.ops import Op
 from isozyme.ssa.types import ArrayType, Type
 

@@ -30,7 +30,8 @@ from isozyme.enzyme_ad.reverse import GradientParameter, gradient_parameters, re
 from isozyme.optimize.call_graph import bottom_up_components, call_sites
 from isozyme.optimize.loop_fusion import fusion_enabled
 from isozyme.optimize.pass_manager import PassOptions, run_passes
-from isozyme.ssa.ir import CUSTOM_VJP_FLAG, NOINLINE, Function, Module
+from isozyme.ssa.flags import CUSTOM_VJP_FLAG, NOINLINE
+from isozyme.ssa.ir import Function, Module
 from isozyme.ssa.types import Type
 from isozyme.ssa.verifier import verify
 

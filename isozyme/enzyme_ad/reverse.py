@@ -66,7 +66,8 @@ from isozyme.optimize.mem2reg import ARRAY_OPERAND
 from isozyme.ssa.builder import Builder
 from isozyme.ssa.cfg import predecessors
 from isozyme.ssa.dominators import DominatorTree
-from isozyme.ssa.ir import CHECKED, Argument, Block, Constant, Function, Instruction, Phi, Value
+from isozyme.ssa.flags import CHECKED
+from isozyme.ssa.ir import Argument, Block, Constant, Function, Instruction, Phi, Value
 from isozyme.ssa.loops import Loop, LoopNest, has_irreducible_control_flow
 from isozyme.ssa.ops import Op
 from isozyme.ssa.types import I64, ArrayType, Type

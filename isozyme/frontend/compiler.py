@@ -22,7 +22,8 @@ from isozyme.frontend.diagnostics import CompileError, KernelSource
 from isozyme.frontend.lowering import KernelLowering
 from isozyme.frontend.ssa_construction import WidenVariable
 from isozyme.ssa.builder import make_function
-from isozyme.ssa.ir import CUSTOM_JVP_FLAG, CUSTOM_VJP_FLAG, NOINLINE, Function, Module, mark_checked
+from isozyme.ssa.flags import CUSTOM_JVP_FLAG, CUSTOM_VJP_FLAG, NOINLINE, mark_checked
+from isozyme.ssa.ir import Function, Module
 from isozyme.ssa.types import VOID, Type
 
 MAX_TYPE_ROUNDS = 64

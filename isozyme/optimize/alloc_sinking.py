@@ -27,7 +27,8 @@ import functools
 
 from isozyme.ssa.cfg import reachable_from
 from isozyme.ssa.dominators import DominatorTree
-from isozyme.ssa.ir import Block, Function, Phi, is_growable_alloc
+from isozyme.ssa.flags import is_growable_alloc
+from isozyme.ssa.ir import Block, Function, Phi
 from isozyme.ssa.ops import Op
 
 

@@ -29,7 +29,8 @@ import math
 
 from isozyme.optimize.value_ranges import value_range
 from isozyme.ssa.dominators import DominatorTree
-from isozyme.ssa.ir import CHECKED, Function, Instruction
+from isozyme.ssa.flags import CHECKED
+from isozyme.ssa.ir import Function, Instruction
 from isozyme.ssa.ops import OP_INFO, Op
 from isozyme.ssa.types import LARGEST_SIZE
 

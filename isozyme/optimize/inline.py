@@ -31,7 +31,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from isozyme.optimize.call_graph import bottom_up_components, call_sites, recursive_functions
-from isozyme.ssa.ir import NOINLINE, Block, Constant, Function, Instruction, Module, Phi, Value
+from isozyme.ssa.flags import NOINLINE
+from isozyme.ssa.ir import Block, Constant, Function, Instruction, Module, Phi, Value
 from isozyme.ssa.loops import LoopNest
 from isozyme.ssa.ops import Op
 from isozyme.ssa.types import VOID

@@ -28,7 +28,8 @@ from collections import deque
 from collections.abc import Callable
 
 from isozyme.ssa.builder import Builder
-from isozyme.ssa.ir import Constant, Function, Instruction, Value, canonical_scalar, is_growable_alloc
+from isozyme.ssa.flags import is_growable_alloc
+from isozyme.ssa.ir import Constant, Function, Instruction, Value, canonical_scalar
 from isozyme.ssa.ops import Op
 from isozyme.ssa.semantics import evaluate
 from isozyme.ssa.types import ScalarType

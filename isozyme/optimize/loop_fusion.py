@@ -65,7 +65,8 @@ from isozyme.ssa.builder import Builder
 from isozyme.ssa.cfg import predecessors
 from isozyme.ssa.def_use import operands_first
 from isozyme.ssa.dominators import DominatorTree
-from isozyme.ssa.ir import Argument, Block, Constant, Function, Instruction, Phi, Value, is_growable_alloc
+from isozyme.ssa.flags import is_growable_alloc
+from isozyme.ssa.ir import Argument, Block, Constant, Function, Instruction, Phi, Value
 from isozyme.ssa.loops import Loop, LoopNest
 from isozyme.ssa.ops import Op
 from isozyme.ssa.trip_count import TripCount, analyze_trip_count, is_known_nonnegative, is_loop_invariant

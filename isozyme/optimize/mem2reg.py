@@ -28,8 +28,9 @@ from dataclasses import dataclass, field
 
 from isozyme.ssa.cfg import post_order
 from isozyme.ssa.dominators import DominatorTree, dominance_frontiers
+from isozyme.ssa.flags import is_growable_alloc
 from isozyme.ssa.interpreter import uninitialized_fill
-from isozyme.ssa.ir import Block, Constant, Function, Instruction, Phi, Value, is_growable_alloc
+from isozyme.ssa.ir import Block, Constant, Function, Instruction, Phi, Value
 from isozyme.ssa.ops import Op
 from isozyme.ssa.types import I64, ArrayType, ScalarKind, ScalarType
 

@@ -82,8 +82,9 @@ from isozyme.optimize.value_ranges import value_range
 from isozyme.ssa.builder import Builder
 from isozyme.ssa.cfg import post_order, predecessors, reverse_post_order
 from isozyme.ssa.def_use import operands_first
+from isozyme.ssa.flags import is_growable_alloc
 from isozyme.ssa.interpreter import RUNTIME_ERRORS
-from isozyme.ssa.ir import Argument, Block, Constant, Function, Instruction, Module, Phi, Value, is_growable_alloc
+from isozyme.ssa.ir import Argument, Block, Constant, Function, Instruction, Module, Phi, Value
 from isozyme.ssa.loops import LoopNest
 from isozyme.ssa.ops import OP_INFO, Op
 from isozyme.ssa.printer import Namer

@@ -16,7 +16,7 @@ they read outside the kernels is found by its source key and loaded without lowe
 Checked mode (`@iz.kernel(boundscheck=True)`, or `ISOZYME_BOUNDSCHECK=1` for kernels that do not say)
 makes compiled code check every array index and raise IndexError with the source location, the index and
 the shape, on `llvm` and `opencl` (`interp` always checks). The kernel called from Python (or
-differentiated) in checked mode flags every access of its module `checked` (`ir.CHECKED`: its callees',
+differentiated) in checked mode flags every access of its module `checked` (`flags.CHECKED`: its callees',
 inlined or not, and AD's shadow accesses too), and a kernel that says `boundscheck=True` flags its own, so
 they stay checked inside an unchecked caller. Unchecked, an out-of-bounds index is undefined behaviour (on
 a CPU a far one kills the process with a segmentation fault).
@@ -44,7 +44,8 @@ from isozyme.optimize.loop_fusion import fusion_enabled
 from isozyme.optimize.pass_manager import PassOptions, run_passes
 from isozyme.runtime import compile_log, race_detector
 from isozyme.runtime.arguments import Parameter, check_arguments, writable_parameters
-from isozyme.ssa.ir import Function, Module, mark_checked
+from isozyme.ssa.flags import mark_checked
+from isozyme.ssa.ir import Function, Module
 from isozyme.ssa.printer import print_module
 from isozyme.ssa.verifier import verify
 

@@ -5,9 +5,9 @@ Modules in layer order, highest first; each imports only modules on lines below 
 - `trip_count`, `verifier`, `interpreter`, `parser`, `dot`: a loop's trip count; the IR's invariants; the
   reference interpreter; the text form read back; Graphviz drawings
 - `loops`, `printer`: natural loops and the loop nest; the text form
-- `dominators`: dominator tree and frontiers (Lengauer-Tarjan)
-- `builder`, `cfg`, `def_use`, `semantics`: building instructions; successors, predecessors and block
-  orders; def-use walks; what each op computes (the interpreter and constant folding share it)
+- `dominators`, `builder`: dominator tree and frontiers (Lengauer-Tarjan); building instructions
+- `cfg`, `def_use`, `semantics`, `flags`: successors, predecessors and block orders; def-use walks; what
+  each op computes (the interpreter and constant folding share it); the flags passes and backends read
 - `ir`: values, instructions, phis, blocks, functions, modules, with their use lists
 - `ops`: the op enum and its property table
 - `types`: scalar and array types

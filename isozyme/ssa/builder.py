@@ -13,19 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 
-from isozyme.ssa.ir import (
-    ACCESS_OPS,
-    Argument,
-    Block,
-    Constant,
-    Function,
-    Instruction,
-    IRError,
-    Module,
-    Phi,
-    SourceLoc,
-    Value,
-)
+from isozyme.ssa.flags import ACCESS_OPS
+from isozyme.ssa.ir import Argument, Block, Constant, Function, Instruction, IRError, Module, Phi, SourceLoc, Value
 from isozyme.ssa.ops import OP_INFO, SHARED_CLASSES, Op, Syntax, result_type
 from isozyme.ssa.types import F64, I1, I64, VOID, ArrayType, ScalarType, Type
 
@@ -59,7 +48,7 @@ class Builder:
         self.loc = loc
         """Source location stamped on new instructions."""
         self.access_flags: frozenset[str] = frozenset()
-        """Flags stamped on new loads, stores and atomic adds (AD stamps `ir.CHECKED` while it differentiates
+        """Flags stamped on new loads, stores and atomic adds (AD stamps `flags.CHECKED` while it differentiates
         a checked access, so that the shadow's access is checked too)."""
 
     def at_end(self, block: Block) -> Builder:

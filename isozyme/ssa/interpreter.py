@@ -48,7 +48,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from isozyme.ssa.ir import Block, Constant, Function, Instruction, Phi, Value, canonical_scalar, is_growable_alloc
+from isozyme.ssa.flags import is_growable_alloc
+from isozyme.ssa.ir import Block, Constant, Function, Instruction, Phi, Value, canonical_scalar
 from isozyme.ssa.ops import Op
 from isozyme.ssa.semantics import SEMANTICS, Scalar, apply_rule, evaluate
 from isozyme.ssa.types import LARGEST_SIZE, ArrayType, ScalarType, allocation_failure

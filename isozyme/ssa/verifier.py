@@ -29,7 +29,8 @@ from functools import cached_property
 
 from isozyme.ssa.cfg import predecessors
 from isozyme.ssa.dominators import DominatorTree
-from isozyme.ssa.ir import Argument, Block, Constant, Function, Instruction, Module, Phi, Value, is_growable_alloc
+from isozyme.ssa.flags import is_growable_alloc
+from isozyme.ssa.ir import Argument, Block, Constant, Function, Instruction, Module, Phi, Value
 from isozyme.ssa.ops import CLASS_NAMES, OP_INFO, SHARED_CLASSES, Op, Syntax, result_type, type_in_class
 from isozyme.ssa.printer import Namer
 from isozyme.ssa.types import I1, I64, VOID, ArrayType, Type
