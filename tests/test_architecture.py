@@ -24,14 +24,16 @@ def contracts() -> dict[str, dict]:
 
 
 def docstring_layers(package: str) -> list[set[str]]:
-    """The layers an `__init__` docstring lists: one `- ` line (and its continuation) per layer, the
-    module names in backticks before the first colon."""
+    """The layers an `__init__` docstring lists: a line "- `module`: what it holds" starts a layer, and
+    each line "  `module`: ..." under it adds one module to that layer."""
     text = ast.get_docstring(ast.parse((PACKAGE / package / "__init__.py").read_text(encoding="utf-8"))) or ""
-    layers = []
+    layers: list[set[str]] = []
     for line in text.splitlines():
-        if line.startswith("- "):
-            head = line[2:].split(":", 1)[0]
-            layers.append(set(re.findall(r"`(\w+)`", head)))
+        entry = re.match(r"(- |  )`(\w+)`:", line)
+        if entry and (entry[1] == "- " or layers):
+            if entry[1] == "- ":
+                layers.append(set())
+            layers[-1].add(entry[2])
     return layers
 
 

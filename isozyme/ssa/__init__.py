@@ -1,14 +1,23 @@
 """The SSA IR: types, the op table, IR classes, builder, printer, parser, verifier, analyses and the
 reference interpreter (DESIGN section 3). Imports no other isozyme package.
 
-Modules in layer order, highest first; each imports only modules on lines below it (`lint-imports` checks):
-- `trip_count`, `verifier`, `interpreter`, `parser`, `dot`: a loop's trip count; the IR's invariants; the
-  reference interpreter; the text form read back; Graphviz drawings
-- `loops`, `printer`: natural loops and the loop nest; the text form
-- `dominators`, `builder`: dominator tree and frontiers (Lengauer-Tarjan); building instructions
-- `cfg`, `def_use`, `semantics`, `flags`: successors, predecessors and block orders; def-use walks; what
-  each op computes (the interpreter and constant folding share it); the flags passes and backends read
-- `ir`: values, instructions, phis, blocks, functions, modules, with their use lists
+Modules in layer order, highest first: a `- ` line starts a layer, the lines under it are the other modules of
+that layer, which import each other not at all; each module imports only modules of lower layers
+(`lint-imports` checks it against the contracts in `pyproject.toml`).
+- `trip_count`: the trip count of a loop, as a value or a formula of loop-invariant values
+  `verifier`: the IR's invariants (types, dominance, phis, terminators, flags)
+  `interpreter`: the reference interpreter
+  `parser`: the text form read back
+  `dot`: Graphviz drawings of a function's CFG
+- `loops`: natural loops and the loop nest
+  `printer`: the text form (`print_function`, `print_module`)
+- `dominators`: the dominator tree and dominance frontiers (Lengauer-Tarjan)
+  `builder`: making instructions at an insertion point
+- `cfg`: successors, predecessors and block orders
+  `def_use`: walks over operands and users without recursion
+  `semantics`: what each op computes (the interpreter and constant folding share it)
+  `flags`: the flags passes and backends read, and the local-array predicates
+- `ir`: values, instructions, phis, blocks, functions and modules, with their use lists
 - `ops`: the op enum and its property table
 - `types`: scalar and array types
 """
