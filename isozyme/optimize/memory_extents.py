@@ -167,4 +167,3 @@ def byte_size(alloc: Instruction, extents: ExtentEvaluator) -> int:
         raise Unevaluated(BufferStatus.INVALID, f"negative extent in {shape}")
     element = alloc.type.element.numpy_dtype.itemsize  # type: ignore[attr-defined]
     return element * math.prod(shape)  # type: ignore[arg-type]
-

@@ -217,4 +217,3 @@ def validate_plan(plan: MemoryPlan) -> None:
                             f"[{a.offset}, {a.offset + a.size}) and [{b.offset}, {b.offset + b.size})")  # type: ignore[operator]
     if problems:
         raise MemoryPlanError("\n".join(problems))
-

@@ -148,4 +148,3 @@ class Liveness:
         if not live:
             return self.position[alloc], self.position[alloc]
         return min(live), max(live)
-
