@@ -120,6 +120,9 @@ PRIVATE = "private"
 """The flag of a shadow array that OpenCL copies per work item of a parallel loop (`enzyme_ad/reverse.py`)."""
 
 
+# --- the plan ----------------------------------------------------------------------------------------------
+
+
 def _in_parallel_loop(alloc: Instruction, nest: LoopNest) -> bool:
     loop = nest.loop_of(alloc.block)  # type: ignore[arg-type]
     while loop is not None:
@@ -169,6 +172,9 @@ def plan_memory(function: Function, sizes: Mapping[str, ArgumentValue] | Sequenc
     int for 1-D, or the array itself), or the arguments themselves in order. Without it only constant-sized
     buffers are sized; the others are listed as symbolic. Run it on the function before placement."""
     return plan_buffers(function.name, _buffers(function, sizes), alignment)
+
+
+# --- the transform -----------------------------------------------------------------------------------------
 
 
 class _EntryClones:
