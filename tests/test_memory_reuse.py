@@ -1,5 +1,5 @@
-"""Memory reuse (`optimize/memory_reuse.py`): buffers, liveness, the slot layout, `iz.show_memory`, the
-`view` op and the arena placement codegen runs.
+"""Memory reuse (`optimize/memory_reuse.py`): buffers (`memory_extents.py`), liveness (`memory_liveness.py`),
+the slot layout (`memory_layout.py`), `iz.show_memory`, the `view` op and the arena placement codegen runs.
 
 Every plan is checked by `validate_plan`, a pairwise check written apart from the layout. The liveness is
 checked by running: `run_in_arena` executes a function in the reference interpreter with its planned
@@ -29,7 +29,7 @@ import isozyme as iz
 from isozyme import Array, f64, i64
 from isozyme.codegen.abi import CodegenOptions
 from isozyme.codegen.llvm import emit_llvm
-from isozyme.optimize.memory_reuse import (
+from isozyme.optimize.memory_layout import (
     ARENA_ALIGNMENT,
     Buffer,
     BufferStatus,
@@ -37,12 +37,10 @@ from isozyme.optimize.memory_reuse import (
     MemoryPlanError,
     lay_out_slots,
     pack,
-    place_in_arena,
-    place_module_in_arena,
     plan_buffers,
-    plan_memory,
     validate_plan,
 )
+from isozyme.optimize.memory_reuse import place_in_arena, place_module_in_arena, plan_memory
 from isozyme.runtime.autodiff import differentiate, parse_activity
 from isozyme.runtime.llvm_backend import llvm_ir
 from isozyme.ssa import interpreter

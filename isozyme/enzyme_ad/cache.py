@@ -59,42 +59,24 @@ maximum is at a corner: each counter at 0 or at its last value). Anything else t
 Accumulators whose adjoint does not need their value (`s += x[i]`) never reach the planner, so they get
 no tape. A loop of unknown trip count records it: its exit counts (`prepare.LoopFrame`) are phis the
 reverse pass looks up, so they are taped (once per run of the loop) like any other value.
+
+The questions of ways 1 to 3 (is a value at hand, recomputable, reloadable; which loops a tape needs a
+dimension for) are answered by `primal_availability.py`; this module builds the code and the tapes.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from isozyme.enzyme_ad.errors import DifferentiationError
 from isozyme.enzyme_ad.prepare import LoopFrame
-from isozyme.optimize.memory_effects import array_operands, array_root, call_effects
+from isozyme.enzyme_ad.primal_availability import PrimalAvailability, ReverseContext, loops_around
 from isozyme.ssa.builder import Builder
-from isozyme.ssa.cfg import reachable_from
 from isozyme.ssa.dominators import DominatorTree
 from isozyme.ssa.ir import Argument, Block, Constant, Function, Instruction, Phi, SourceLoc, Value
 from isozyme.ssa.loops import Loop, LoopNest
-from isozyme.ssa.ops import OP_INFO, Op
-from isozyme.ssa.trip_count import induction_variable
+from isozyme.ssa.ops import Op
 from isozyme.ssa.types import I1, I32, I64, ScalarType
-
-CHEAP_OPS: frozenset[Op] = frozenset({
-    Op.IADD, Op.ISUB, Op.IMUL, Op.IFLOORDIV, Op.IFLOORMOD, Op.INEG, Op.IABS, Op.IMIN, Op.IMAX, Op.SHL, Op.ASHR,
-    Op.AND, Op.OR, Op.XOR, Op.FADD, Op.FSUB, Op.FMUL, Op.FNEG, Op.FABS, Op.FMIN, Op.FMAX, Op.FLOOR, Op.CEIL,
-    Op.ICMP_EQ, Op.ICMP_NE, Op.ICMP_SLT, Op.ICMP_SLE, Op.ICMP_SGT, Op.ICMP_SGE, Op.FCMP_OEQ, Op.FCMP_UNE,
-    Op.FCMP_OLT, Op.FCMP_OLE, Op.FCMP_OGT, Op.FCMP_OGE, Op.SELECT, Op.SITOFP, Op.FPTOSI, Op.FPEXT, Op.FPTRUNC,
-    Op.SEXT, Op.TRUNC, Op.ZEXT, Op.DIM,
-})
-"""Ops the reverse pass recomputes rather than tapes. The trapping integer ops and `fptosi` are safe to
-repeat: the forward pass ran them on the same operands without trapping."""
-
-def is_cheap(inst: Instruction) -> bool:
-    """Is `inst` recomputed rather than taped when its operands are at hand: a CHEAP_OPS op, or `pow` by
-    the constant 2.0 or 3.0 (which isozyme defines as the products x*x and x*x*x, `ssa/semantics.py`)?"""
-    if inst.op is Op.POW:
-        exponent = inst.operands[1]
-        return isinstance(exponent, Constant) and exponent.value in (2.0, 3.0)
-    return inst.op in CHEAP_OPS
-
 
 ENTRY_OPS: frozenset[Op] = frozenset({Op.IADD, Op.ISUB, Op.IMUL, Op.INEG, Op.IMIN, Op.IMAX, Op.IABS, Op.DIM,
                                       Op.IFLOORDIV, Op.IFLOORMOD, Op.SHL, Op.ASHR})
@@ -103,23 +85,6 @@ cannot trap (the trip count of `range(a, b, 2)`), so that nothing traps there be
 
 STACK_CAPACITY = 16
 """The initial number of elements of a stack tape; it doubles when full."""
-
-MAX_TAPED_LEAVES = 2
-"""A cheap op whose unavailable operands come from at most this many loads and phis is recomputed from
-them (taped) rather than taped itself."""
-
-RECOMPUTE_DEPTH = 6
-"""How deep a chain of cheap ops is recomputed before the planner tapes its result instead."""
-
-
-@dataclass(eq=False)
-class ReverseContext:
-    """Where reverse code is being emitted: the primal block being reversed and its loops' counters."""
-
-    block: Block
-    """The primal block whose reverse is being built."""
-    counters: dict[Loop, Value] = field(default_factory=dict)
-    """For each loop around `block`, the value its counter had in the iteration being reversed."""
 
 
 @dataclass(eq=False)
@@ -147,21 +112,12 @@ class Tape:
         return self.array.type.element  # type: ignore[attr-defined]
 
 
-class PrimalValues:
+class PrimalValues(PrimalAvailability):
     """Gives reverse code the primal values it needs (module docstring), creating tapes on demand."""
 
     def __init__(self, function: Function, tree: DominatorTree, nest: LoopNest, frames: dict[Loop, LoopFrame],
                  return_block: Block) -> None:
-        self.function, self.tree, self.nest, self.frames = function, tree, nest, frames
-        self.return_block = return_block
-        self.counters = {frame.counter: frame for frame in frames.values()}
-        writers = writers_by_root(function)
-        # with each writer its block now: the reverse pass replaces some writers (a split call becomes its
-        # augmented call), and a replaced one still writes there
-        self.writers = None if writers is None else \
-            {root: [(inst, inst.block) for inst in insts] for root, insts in writers.items()}
-        self.written_roots = None if writers is None else set(writers)
-        self._reach: dict[Block, set[Block]] = {}
+        super().__init__(function, tree, nest, frames, return_block)
         self.tapes: dict[Value, Tape] = {}
         """Every tape made, by the value it holds, in creation order."""
         self.stack_pointers: dict[Block, Instruction] = {}
@@ -207,185 +163,6 @@ class PrimalValues:
         if self._cheaper_from_leaves(value, context) or self._reloadable(value, context):
             return self._recompute(value, context, builder)
         return self._load_from_tape(value, context, builder)
-
-    def _counted_here(self, loop: Loop, context: ReverseContext) -> bool:
-        """Is the iteration of `loop` known where `context` runs: its reverse counter, or its trip count
-        after it (a loop of unknown trip count records no counter to recompute from)?"""
-        return loop in context.counters or self.frames[loop].trip is not None
-
-    def _reloadable(self, value: Instruction, context: ReverseContext) -> bool:
-        """Is `value` a load from an array the function never writes, whose indices are at hand or
-        induction variables (way 3 with the induction rule of way 2: `icf[k, idx]` with `idx += 1` in the
-        loop)? Loading again costs no tape where taping the value costs one element per iteration."""
-        if value.op is not Op.LOAD or not self.unwritten_after(value) or not self.array_available(value.operands[0]):
-            return False
-        for index in value.operands[1:]:
-            induction = self._induction(index)
-            if not self.is_available(index, context) \
-                    and (induction is None or not self._counted_here(induction[0], context)):
-                return False
-        return True
-
-    def _kept_store(self, value: Instruction, context: ReverseContext) -> Instruction | None:
-        """A `store value, A[i1, ..., ik]` after `value` in its block whose element still holds `value` when
-        the reverse pass runs, so the reverse reloads it instead of taping it (`h1[j, b] = sigmoid(..)`):
-        no other write to A's root can run after the store, the store writes a different element in every
-        iteration of the loops around it (`_distinct_per_iteration`), A is available to reverse code and
-        its indices are at hand where the reverse needs them (as for `_reloadable`). None otherwise."""
-        if value.op is Op.LOAD or value.block is None or self.writers is None:
-            return None
-        block = value.block
-        for use in value.uses:
-            store = use.user
-            if store.op is not Op.STORE or use.index != 0 or store.block is not block \
-                    or block.position(store) < block.position(value):
-                continue
-            if self.array_available(store.operands[1]) and self._unwritten_after(store, store.operands[1]) \
-                    and self._distinct_per_iteration(store) \
-                    and all(self._index_at_hand(index, context) for index in store.operands[2:]):
-                return store
-        return None
-
-    def _distinct_per_iteration(self, store: Instruction) -> bool:
-        """Does `store` write a different element in every iteration of every loop around it? Each loop
-        claims an index position of its own holding its induction variable (nonzero constant step), or
-        that plus or minus a value defined outside the loop: then two runs of the store in different
-        iterations of some loop (the same iterations of the loops outside it) differ in that index."""
-        claimed: set[int] = set()
-        for loop in loops_around(self.nest, store.block):  # type: ignore[arg-type]
-            position = next((p for p, index in enumerate(store.operands[2:])
-                             if p not in claimed and self._steps_with(index, loop)), None)
-            if position is None:
-                return False
-            claimed.add(position)
-        return True
-
-    def _steps_with(self, index: Value, loop: Loop) -> bool:
-        """Is `index` an induction variable of `loop` with a nonzero constant step, or `iv + c`, `c + iv`,
-        `iv - c` or `c - iv` for such an `iv` and a `c` defined outside `loop`?"""
-        while True:  # down a chain of `iadd`s and `isub`s, without recursion (it may be long)
-            induction = self._induction(index)
-            if induction is not None:
-                step = induction[2]
-                return induction[0] is loop and isinstance(step, Constant) and step.value != 0
-            if not isinstance(index, Instruction) or index.op not in (Op.IADD, Op.ISUB):
-                return False
-            left, right = index.operands
-            if _defined_outside(right, loop):
-                index = left
-            elif _defined_outside(left, loop):
-                index = right  # (when both are, neither steps with the loop)
-            else:
-                return False
-
-    def _index_at_hand(self, index: Value, context: ReverseContext) -> bool:
-        """Is `index` available without a tape, or an induction variable of a loop counted where `context`
-        runs (the index rule of `_reloadable`)?"""
-        induction = self._induction(index)
-        return self.is_available(index, context) \
-            or (induction is not None and self._counted_here(induction[0], context))
-
-    def _cheaper_from_leaves(self, value: Instruction, context: ReverseContext) -> bool:
-        """Is `value` a cheap op better recomputed from the few loads and phis it is made of, taped
-        instead of it? Those sources are often shared by several values the reverse pass needs (`right - q`
-        and `q - left` both of `q`), so taping them tapes fewer elements (way 3 of the module docstring)."""
-        if not is_cheap(value) or value.op is Op.DIM:
-            return False
-        leaves: set[Value] = set()
-        if not self._collect_leaves(value, context, leaves, 0):
-            return False
-        return len(leaves) <= MAX_TAPED_LEAVES
-
-    def _collect_leaves(self, value: Value, context: ReverseContext, leaves: set[Value], depth: int) -> bool:
-        if value.type.is_array:
-            return self.array_available(value)
-        if self.is_available(value, context):
-            return True
-        if not isinstance(value, Instruction) or depth >= RECOMPUTE_DEPTH:
-            return False
-        if isinstance(value, Phi) or value.op is Op.LOAD or not is_cheap(value):
-            leaves.add(value)  # `1 + exp(-z)` from the tape of `exp(-z)`, which the reverse needs anyway
-            return len(leaves) <= MAX_TAPED_LEAVES
-        return all(self._collect_leaves(operand, context, leaves, depth + 1) for operand in value.operands)
-
-    def is_direct(self, value: Value) -> bool:
-        """Is `value` usable as it is in every reverse block (way 1)?"""
-        if not isinstance(value, Instruction) or value.block is None:
-            return isinstance(value, (Argument, Constant))
-        block = value.block
-        return self.nest.loop_of(block) is None and self.tree.dominates(block, self.return_block)
-
-    def is_available(self, value: Value, context: ReverseContext, depth: int = 0) -> bool:
-        """Can `value` be had without a tape (ways 1 to 3)?"""
-        if isinstance(value, (Argument, Constant)) or self.is_direct(value):
-            return True
-        frame = self.counters.get(value)
-        if frame is not None:
-            return frame.loop in context.counters or (frame.trip is not None
-                                                      and self.is_available(frame.trip, context, depth + 1))
-        if not isinstance(value, Instruction) or depth >= RECOMPUTE_DEPTH:
-            return False
-        induction = self._induction(value)
-        if induction is not None:
-            loop, start, step = induction
-            if loop not in context.counters and self.frames[loop].trip is None:
-                return False  # after a loop of unknown trip count: taped
-            return self.is_available(start, context, depth + 1) and self.is_available(step, context, depth + 1)
-        if isinstance(value, Phi):
-            return False
-        if value.op is Op.LOAD:
-            if not self.unwritten_after(value) or not self.array_available(value.operands[0]):
-                return False
-            return all(self.is_available(index, context, depth + 1) for index in value.operands[1:])
-        if not is_cheap(value):
-            return False
-        return all(self.array_available(operand) if operand.type.is_array
-                   else self.is_available(operand, context, depth + 1) for operand in value.operands)
-
-    def unwritten_after(self, load: Instruction) -> bool:
-        """Does memory still hold what `load` read when the reverse pass runs? Yes when no write to its
-        array's root can run after it: none in a block reachable from the load's block, nor later in that
-        block (`qdiag`, filled before the loops that read it)."""
-        return self._unwritten_after(load, load.operands[0])
-
-    def _unwritten_after(self, access: Instruction, array: Value) -> bool:
-        """Can no write to the root of `array` other than `access` itself run after `access`?"""
-        root = array_root(array)
-        if root is None or self.writers is None:
-            return False
-        block = access.block
-        assert block is not None
-        reach = self._reachable(block)
-        position = block.position(access)
-        for writer, written in self.writers.get(root, ()):
-            if writer is access:
-                continue
-            if written in reach:
-                return False
-            if written is block and (writer.block is not block or block.position(writer) > position):
-                return False
-        return True
-
-    def _reachable(self, block: Block) -> set[Block]:
-        if block not in self._reach:
-            self._reach[block] = reachable_from(block)
-        return self._reach[block]
-
-    def array_available(self, array: Value) -> bool:
-        """Can reverse code use the array value `array` itself: an argument, or a local array allocated once
-        (outside loops, on every path)? (Arrays are never taped.)"""
-        return isinstance(array, Argument) or self.is_direct(array)
-
-    def _induction(self, value: Value) -> tuple[Loop, Value, Value] | None:
-        """(loop, start, step) when `value` is an integer induction variable of its loop's header: it
-        is `start + counter * step` in every iteration (SCEV's add recurrence), so it needs no tape."""
-        if not isinstance(value, Phi) or value.block is None or not value.type.is_int:
-            return None
-        loop = self.nest.loop_of(value.block)
-        if loop is None or loop.header is not value.block:
-            return None
-        iv = induction_variable(loop, value)
-        return (loop, iv.start, iv.step) if iv is not None else None
 
     def _recompute(self, value: Instruction, context: ReverseContext, builder: Builder) -> Value:
         operands = tuple(operand if operand.type.is_array else self.lookup(operand, context, builder)
@@ -448,35 +225,6 @@ class PrimalValues:
         self._store_in_forward(value, array, [self.frames[loop].counter for loop in loops], extents)
         size_text = " * ".join(texts) if texts else "1"
         return Tape(value, array, loops, extents, size_text)
-
-    def _same_in_every_iteration(self, value: Instruction, loop: Loop) -> bool:
-        """Does the load `value` read the same element, unchanged, in every iteration of `loop` (its array
-        and indices are defined outside the loop, and nothing in the loop writes the array)? Then its
-        tape needs no index for that loop: every iteration stores the same value into one element (`h[j]`
-        read in `for o: for j:`, written only before). Not for a `prange` loop (its iterations would
-        write one element at once) nor in the header of the innermost loop (which runs once more)."""
-        if value.op is not Op.LOAD or self.writers is None or value.block is loop.header \
-                or any("parallel" in phi.flags for phi in loop.header.phis):
-            return False
-        if any(self._varies_with(operand, loop, 0) for operand in value.operands):
-            return False
-        root = array_root(value.operands[0])
-        return root is not None and not any(written in loop for _, written in self.writers.get(root, ()))
-
-    def _varies_with(self, value: Value, loop: Loop, depth: int) -> bool:
-        """May `value` differ between iterations of `loop` (for the same iterations of the loops inside
-        it)? Not when defined outside it, nor for an induction variable of an inner loop whose start and
-        step do not (its counter is kept in the tape's index), nor for pure ops of such values."""
-        if not isinstance(value, Instruction) or value.block not in loop:
-            return False
-        if depth >= RECOMPUTE_DEPTH:
-            return True
-        induction = self._induction(value)
-        if induction is not None and induction[0] is not loop:
-            return self._varies_with(induction[1], loop, depth + 1) or self._varies_with(induction[2], loop, depth + 1)
-        if isinstance(value, Phi) or not value.info.pure:
-            return True
-        return any(self._varies_with(operand, loop, depth + 1) for operand in value.operands)
 
     def _make_stack_tape(self, value: Instruction, loops: list[Loop]) -> Tape:
         """A growable tape pushed to on every run of the value's block (module docstring)."""
@@ -652,41 +400,6 @@ def _safe_divisor_or_shift(inst: Instruction) -> bool:
     return amount.value != 0
 
 
-def written_roots(function: Function) -> set[Value] | None:
-    """The array roots some store or atomic add of the function writes; None when a write goes through an
-    array of unknown root (a phi of arrays), which may be any array: then no load counts as unwritten."""
-    writers = writers_by_root(function)
-    return None if writers is None else set(writers)
-
-
-def writers_by_root(function: Function) -> dict[Value, list[Instruction]] | None:
-    """The instructions that write each array root (stores, atomic adds, grows, calls writing their
-    arguments); None as `written_roots` says."""
-    written: dict[Value, list[Instruction]] = {}
-    for inst in function.instructions():
-        if not OP_INFO[inst.op].writes_memory:
-            continue
-        if inst.op is Op.CALL:
-            effects = call_effects(inst)
-            if not effects.writes:
-                continue
-            if not effects.writes_only_arguments:
-                return None
-            roots = [array_root(array) for array in array_operands(inst)]
-        else:
-            roots = [array_root(inst.operands[0 if inst.op is Op.GROW else 1])]
-        if None in roots:
-            return None
-        for root in roots:
-            written.setdefault(root, []).append(inst)  # type: ignore[arg-type]
-    return written
-
-
-def _defined_outside(value: Value, loop: Loop) -> bool:
-    """Is `value` the same in every iteration of `loop` (a constant, an argument, or defined outside it)?"""
-    return not (isinstance(value, Instruction) and value.block in loop)
-
-
 def _after(value: Instruction) -> Builder:
     """A builder inserting right after `value` (after all phis, for a phi)."""
     block = value.block
@@ -694,16 +407,6 @@ def _after(value: Instruction) -> Builder:
     if isinstance(value, Phi):
         return Builder(loc=value.loc).before(block.instructions[block.first_non_phi_index()])
     return Builder(loc=value.loc).before(block.instructions[block.position(value) + 1])
-
-
-def loops_around(nest: LoopNest, block: Block) -> list[Loop]:
-    """The loops containing `block`, outermost first."""
-    loops = []
-    loop = nest.loop_of(block)
-    while loop is not None:
-        loops.append(loop)
-        loop = loop.parent
-    return loops[::-1]
 
 
 def _linear_index(builder: Builder, indices: list[Value], extents: list[Value]) -> Value:

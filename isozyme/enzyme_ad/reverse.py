@@ -49,7 +49,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from isozyme.enzyme_ad.activity import Activity, ArgActivity
-from isozyme.enzyme_ad.cache import STACK_CAPACITY, PrimalValues, ReverseContext, Tape, loops_around
+from isozyme.enzyme_ad.cache import STACK_CAPACITY, PrimalValues, Tape
 from isozyme.enzyme_ad.custom import (
     SPLIT_RULE,
     array_size,
@@ -61,6 +61,7 @@ from isozyme.enzyme_ad.custom import (
 )
 from isozyme.enzyme_ad.errors import DifferentiationError, unsupported
 from isozyme.enzyme_ad.prepare import LoopFrame, loop_frames
+from isozyme.enzyme_ad.primal_availability import ReverseContext, loops_around
 from isozyme.enzyme_ad.rules import REVERSE_RULES
 from isozyme.optimize.mem2reg import ARRAY_OPERAND
 from isozyme.ssa.builder import Builder

@@ -43,10 +43,11 @@ from isozyme.optimize.inline import DEFAULT_THRESHOLD, inline
 from isozyme.optimize.instcombine import instcombine
 from isozyme.optimize.jump_threading import jump_threading
 from isozyme.optimize.loop_canonicalization import loop_canonicalization
-from isozyme.optimize.loop_fusion import loop_fusion, scalarize_private_arrays
+from isozyme.optimize.loop_fusion import loop_fusion
 from isozyme.optimize.loop_invariant_code_motion import loop_invariant_code_motion
 from isozyme.optimize.mem2reg import mem2reg
 from isozyme.optimize.memory_reuse import place_in_arena
+from isozyme.optimize.scalarize_temporaries import scalarize_private_arrays
 from isozyme.optimize.simplify_cfg import simplify_cfg
 from isozyme.ssa.ir import Function, Module
 from isozyme.ssa.printer import print_function, print_module

@@ -19,7 +19,8 @@ from collections.abc import Sequence
 
 from isozyme.enzyme_ad.activity import ArgActivity
 from isozyme.enzyme_ad.gradient import OPT_MODES
-from isozyme.optimize.memory_reuse import ArgumentValue, plan_memory
+from isozyme.optimize.memory_extents import ArgumentValue
+from isozyme.optimize.memory_reuse import plan_memory
 from isozyme.runtime.kernel import DEFAULT_PIPELINE, Kernel
 from isozyme.ssa.ir import Function
 

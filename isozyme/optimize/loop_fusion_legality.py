@@ -1,0 +1,499 @@
+"""Fusion legality: which two adjacent loops `loop_fusion.py` may fuse, and the shape it then rewrites.
+
+This module only answers; it changes no IR. `adjacent_pair` finds the shape below around a loop, and
+`fusible` says whether the pair may fuse; anything either cannot prove, it rejects. Two loops L1 and L2 fuse
+when all of this holds:
+
+  - iterations: each is counted (`ssa/trip_count.py`) with a constant step, leaves only from its header
+    and has one latch, and the two induction variables run through the same values (same start, step,
+    exit test and bound): `0, 1, ... < t` loops, and the `t, t-1, ... != 0` loops of the reverse sweep.
+    Both are `prange` loops or neither is (fused, a parallel loop would run serially).
+  - shape: L1's exit block E1 holds a branch and perhaps allocs and pure values (the arrays of the next
+    stage: they move before L1, to the first block of the chain that leads to it), and perhaps L1's exit
+    phis with an epilogue using them (loads, stores and pure values: a bias gradient `d_b[j] += s` after
+    the loop over the batch), which stays in E1 and so runs after L2 once the loops are fused: L2 and the
+    blocks before it must not use its values, write what it reads or touch what it writes. From E1 a
+    chain of blocks, each reached only from the one before, leads to L2's header; the branches on the
+    way either go on or skip L2 to its exit E2. What decides whether L1 runs (the `cbr`s of the
+    single-predecessor chain before it that skip to E1) and what decides whether L2 runs (those after E1)
+    must be the same conditions, not counting guards that skip a loop only when it would run zero times
+    (`t > 0`, `t == 0` for the loop's extent t; AD's reverse loops carry two). A `cbr` of the chain
+    before L1 may also skip both loops, straight to E2. Nothing else reaches E1 or E2. The instructions
+    on the way to L2 (its invariants, hoisted by licm) move before L1, so they must be pure (or loads of
+    arrays L1 does not write, when L1 has a preheader), and E2's phis must take one value on every edge
+    that skips L2. L2's header holds phis, pure per-iteration values (a counting-down loop's index) used
+    only in L2, and its exit test; the block it enters is reached only from it. L2 may hold inner loops.
+  - values: L2 uses nothing that L1 computes, and neither loop has a call.
+  - memory: for every array both loops touch, with at least one write among the two accesses, iteration j
+    of L1 and iteration i of L2 touch the same element only when j <= i, and only when j == i for `prange`
+    loops, whose iterations run on different work items. The dependence test reads each index as affine
+    in the induction variable, `a*v + s + c` (a and c constants, s one loop-invariant value): one index
+    with equal coefficients pins j - i to (c2 - c1) / a, whatever the other indices are (an inner loop's
+    index, say), and one that never agrees rules the pair out. No index that pins them: not proven.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from isozyme.optimize.instcombine import is_constant
+from isozyme.ssa.cfg import predecessors
+from isozyme.ssa.def_use import operands_first
+from isozyme.ssa.dominators import DominatorTree
+from isozyme.ssa.flags import is_growable_alloc
+from isozyme.ssa.ir import Argument, Block, Constant, Instruction, Phi, Value
+from isozyme.ssa.loops import Loop, LoopNest
+from isozyme.ssa.ops import Op
+from isozyme.ssa.trip_count import TripCount, analyze_trip_count, is_known_nonnegative, is_loop_invariant
+
+PARALLEL = "parallel"
+"""The flag of a `prange` loop's header phi (its iterations may run at once, on different work items)."""
+ACCESSES = (Op.LOAD, Op.STORE, Op.ATOMIC_ADD)
+WRITES = (Op.STORE, Op.ATOMIC_ADD)
+
+
+@dataclass(eq=False)
+class Candidate:
+    loop: Loop
+    trip: TripCount
+    entering: Block
+    """The loop's only entering block (where L2's hoisted invariants go, for L1)."""
+    exit: Block
+    """The block the loop leaves to."""
+
+    @property
+    def parallel(self) -> bool:
+        return any(PARALLEL in phi.flags for phi in self.loop.header.phis)
+
+
+@dataclass(eq=False)
+class Pair:
+    """Two adjacent loops, and the guards between them (module docstring, "shape")."""
+
+    one: Candidate
+    two: Candidate
+    skips_one: list[Block]
+    """The blocks whose `cbr` skips L1, going straight to E1."""
+    chain_two: list[Block]
+    """The blocks after E1 that lead to L2's header, in order (L2's entering block last)."""
+    skips_two: list[Block]
+    """The blocks (E1 and those of `chain_two`) whose `cbr` skips L2, going straight to E2."""
+    skips_both: list[Block]
+    """The blocks before L1 whose `cbr` skips both loops, going straight to E2."""
+    hoisted: list[Instruction]
+    """What E1 holds that moves before L1 (allocs of the next stage's arrays, pure values)."""
+    sunk: list[Instruction]
+    """What E1 holds that stays after L1, and so runs after L2 once fused (L1's exit phis, and an
+    epilogue using them: a bias gradient `d_b[j] += ...` after the loop over the batch)."""
+
+
+def counted_loop(loop: Loop) -> Candidate | None:
+    trip = analyze_trip_count(loop)
+    if not isinstance(trip, TripCount) or not isinstance(trip.iv.step, Constant) or not trip.iv.step.value:
+        return None
+    exits = loop.exit_blocks
+    if len(exits) != 1 or loop.exiting_blocks != [loop.header] or len(loop.entering_blocks) != 1:
+        return None  # a `break` leaves from elsewhere
+    return Candidate(loop, trip, loop.entering_blocks[0], exits[0])
+
+
+Guard = tuple[Value, bool]
+"""A condition that decides whether a loop runs, and the value for which it does."""
+
+
+def _skips_before(one: Candidate, two_exit: Block) -> tuple[list[Block], list[Guard], list[Block]]:
+    """Walking back from L1's header: the blocks of the single-predecessor chain whose `cbr` goes either
+    further towards L1 or to E1, and their conditions; and those whose `cbr` goes to E2 instead,
+    skipping both loops."""
+    skips: list[Block] = []
+    guards: list[Guard] = []
+    both: list[Block] = []
+    preds = predecessors(one.loop.header.function)  # type: ignore[arg-type]
+    child, block = one.loop.header, one.entering
+    while True:
+        end = block.terminator
+        assert end is not None
+        if end.op is Op.CBR and set(end.successors) == {child, one.exit} and child is not one.exit:
+            skips.append(block)
+            guards.append((end.operands[0], end.successors[0] is child))
+        elif end.op is Op.CBR and set(end.successors) == {child, two_exit} and child is not two_exit:
+            both.append(block)
+        elif end.op is not Op.BR:
+            break
+        if len(preds[block]) != 1:
+            break
+        child, block = block, preds[block][0]
+    return skips, guards, both
+
+
+def _chain_after(one: Candidate, two_exit: Block, header_two: Block) -> tuple[list[Block], list[Block],
+                                                                                list[Guard]] | None:
+    """From E1 to L2's header: the blocks after E1 (each reached only from the one before), the blocks
+    whose `cbr` skips to E2, and their conditions; None if the path has any other shape."""
+    preds = predecessors(header_two.function)  # type: ignore[arg-type]
+    chain: list[Block] = []
+    skips: list[Block] = []
+    guards: list[Guard] = []
+    block = one.exit
+    while block is not header_two:
+        end = block.terminator
+        assert end is not None
+        if end.op is Op.BR:
+            following = end.successors[0]
+        elif end.op is Op.CBR and two_exit in end.successors and len(set(end.successors)) == 2:
+            following = end.successors[1] if end.successors[0] is two_exit else end.successors[0]
+            skips.append(block)
+            guards.append((end.operands[0], end.successors[0] is following))
+        else:
+            return None
+        if following is not header_two:
+            if preds[following] != [block] or following in chain or following is one.exit:
+                return None
+            chain.append(following)
+        block = following
+    return chain, skips, guards
+
+
+def adjacent_pair(first: Loop, nest: LoopNest) -> Pair | None:
+    """`first` and the loop after it, when the shape is the one the docstring describes."""
+    one = counted_loop(first)
+    if one is None:
+        return None
+    function = first.header.function
+    assert function is not None
+    preds = predecessors(function)
+    for second in nest:
+        if second.parent is first.parent and second is not first \
+                and _behind(second.entering_blocks[0], one.exit, preds):
+            two = counted_loop(second)
+            if two is None:
+                continue
+            found = _chain_after(one, two.exit, second.header)
+            if found is not None:
+                break
+    else:
+        return None
+    skips_one, guards_one, skips_both = _skips_before(one, two.exit)
+    if set(preds[one.exit]) != {first.header, *skips_one}:
+        return None  # E1 is also reached some other way, on which L2 runs without L1
+    exit_parts = _split_exit(one, skips_one)
+    if exit_parts is None:
+        return None
+    chain_two, skips_two, guards_two = found
+    if set(preds[two.exit]) != {second.header, *skips_two, *skips_both}:
+        return None
+    if not _same_iterations(one.trip, two.trip):
+        return None
+    if one.parallel != two.parallel:
+        return None  # fused, a parallel loop would run serially
+    deciding_one = {guard for guard in guards_one if not _only_when_empty(guard, one.trip)}
+    deciding_two = {guard for guard in guards_two if not _only_when_empty(guard, two.trip)}
+    if deciding_one != deciding_two:
+        return None  # one loop may run where the other does not
+    return Pair(one, two, skips_one, chain_two, skips_two, skips_both, *exit_parts)
+
+
+def _same_iterations(one: TripCount, two: TripCount) -> bool:
+    """Do the two induction variables take the same values, in the same order (same start, constant step,
+    exit test and bound)? Then iteration k of one loop is iteration k of the other."""
+    return one.iv.step.value == two.iv.step.value and one.predicate is two.predicate \
+        and _same(one.iv.start, two.iv.start) and _same(one.bound, two.bound)  # type: ignore[attr-defined]
+
+
+def _same(a: Value, b: Value) -> bool:
+    return a is b or isinstance(a, Constant) and isinstance(b, Constant) and a.value == b.value
+
+
+def _extent(trip: TripCount) -> Value | None:
+    """The value t for which t <= 0 means the loop runs zero times: the bound of `0, 1, ... < t` (or
+    `!= t`), the start of `t, t-1, ... != 0`; None for other loops."""
+    step = trip.iv.step.value  # type: ignore[attr-defined]
+    if step == 1 and _zero(trip.iv.start) and trip.predicate in (Op.ICMP_SLT, Op.ICMP_NE):
+        return trip.bound
+    if step == -1 and _zero(trip.bound) and trip.predicate in (Op.ICMP_SGT, Op.ICMP_NE):
+        return trip.iv.start
+    return None
+
+
+def _behind(block: Block, start: Block, preds: dict[Block, list[Block]]) -> bool:
+    """Is `block` at the end of a chain of single-predecessor blocks that begins at `start`?"""
+    seen = set()
+    while block is not start:
+        if len(preds[block]) != 1 or block in seen:
+            return False
+        seen.add(block)
+        block = preds[block][0]
+    return True
+
+
+def chain_top(one: Candidate, skips_one: list[Block]) -> Block:
+    """The first block of the chain that leads to L1: it runs on every path to E1."""
+    return skips_one[-1] if skips_one else one.entering
+
+
+def _split_exit(one: Candidate, skips_one: list[Block]) -> tuple[list[Instruction], list[Instruction]] | None:
+    """What E1 holds besides its branch, in two parts: allocs (of the arrays the next stage writes) and
+    pure values that can run before L1, at the end of the chain's first block, which every path to E1
+    runs through; and L1's exit phis, with what uses them or memory, which stay after L1 (loads, stores
+    and pure values: no calls or checks). None if something fits neither."""
+    top = chain_top(one, skips_one)
+    tree = DominatorTree(one.exit.function)  # type: ignore[arg-type]
+    hoisted: list[Instruction] = []
+    sunk: list[Instruction] = []
+    for inst in one.exit.instructions[:-1]:
+        if isinstance(inst, Phi) or any(operand in sunk for operand in inst.operands):
+            sunk.append(inst)
+        elif inst.op is Op.ALLOC and not is_growable_alloc(inst) or inst.info.pure:
+            if not all(not isinstance(operand, Instruction) or operand in hoisted
+                       or tree.dominates(operand.block, top) for operand in inst.operands):  # type: ignore[arg-type]
+                return None
+            hoisted.append(inst)
+        elif inst.op in (Op.LOAD, Op.STORE, Op.ATOMIC_ADD):
+            sunk.append(inst)
+        else:
+            return None
+    return hoisted, sunk
+
+
+def _zero(value: Value) -> bool:
+    return value.type.is_int and is_constant(value, 0)
+
+
+def _only_when_empty(guard: Guard, trip: TripCount) -> bool:
+    """Does the guard skip the loop only when it would run zero times (so skipping is running it zero
+    times)? `t > 0` entering, `t <= 0` skipping, and `t == 0` / `t != 0` for a `t` known not negative,
+    where t is the loop's extent or the `x` of an extent `imax x, 0`. (A `!=` loop with a negative extent
+    would not stop, so its guards must not be taken for harmless unless t is known not negative.)"""
+    condition, enter_when = guard
+    bound = _extent(trip)
+    if bound is None or not isinstance(condition, Instruction) or len(condition.operands) != 2:
+        return False
+    clamped = isinstance(bound, Instruction) and bound.op is Op.IMAX and _zero(bound.operands[1])
+    names = {bound} | ({bound.operands[0]} if clamped else set())  # type: ignore[union-attr]
+    left, right = condition.operands
+    op = condition.op
+    if _zero(left) and right in names:  # 0 < t, 0 >= t
+        op, left, right = {Op.ICMP_SLT: Op.ICMP_SGT, Op.ICMP_SGE: Op.ICMP_SLE}.get(op), right, left
+    if left not in names or not _zero(right):
+        return False
+    not_negative = is_known_nonnegative(left)
+    if op is Op.ICMP_SGT or op is Op.ICMP_NE and not_negative:
+        return enter_when  # true exactly when t > 0: entering then is harmless
+    if op is Op.ICMP_SLE or op is Op.ICMP_EQ and not_negative:
+        return not enter_when
+    return False
+
+
+def body_entry(candidate: Candidate) -> Block | None:
+    """The header's successor inside the loop, when the header is its only predecessor and it has no phis."""
+    header = candidate.loop.header
+    inside = [block for block in header.successors if block in candidate.loop]
+    if len(inside) != 1 or inside[0].phis or inside[0] is header:
+        return None
+    preds = predecessors(header.function)[inside[0]]  # type: ignore[arg-type]
+    return inside[0] if preds == [header] else None
+
+
+def fusible(pair: Pair) -> bool:
+    one, two = pair.one, pair.two
+    header_two = two.loop.header
+    for inst in header_computations(two):  # they move to L2's body
+        if not inst.info.pure or any(use.user.block not in two.loop for use in inst.uses):
+            return False
+    if len(one.loop.latches) != 1 or len(two.loop.latches) != 1 or body_entry(two) is None:
+        return False
+    body_one = [i for b in one.loop.blocks for i in b.instructions]
+    body_two = [i for b in two.loop.blocks for i in b.instructions]
+    if any(i.op is Op.CALL for i in body_one + body_two):
+        return False
+    inside_one = set(body_one)
+    if any(operand in inside_one for inst in body_two for operand in inst.operands):
+        return False
+    if not _sinkable_past(pair, body_two):
+        return False
+    tree = DominatorTree(header_two.function)  # type: ignore[arg-type]
+    if not _hoistable(pair, body_one, tree) or not _skipped_values_agree(pair, tree):
+        return False
+    return _independent(one, two, body_one, body_two)
+
+
+def _sinkable_past(pair: Pair, body_two: list[Instruction]) -> bool:
+    """Can what stays in E1 run after L2 (and after the chain's instructions, which move before L1)? L2 and
+    the chain must not use its values, write an array it reads, or touch an array it writes."""
+    if not pair.sunk:
+        return True
+    sunk = set(pair.sunk)
+    between = [inst for block in pair.chain_two for inst in block.instructions] + body_two
+    if any(operand in sunk for inst in between for operand in inst.operands):
+        return False
+    accesses = [inst for inst in pair.sunk if inst.op in ACCESSES]
+    if any(not _is_distinct_array(array_of(inst)) for inst in accesses):
+        return False
+    written = {array_of(inst) for inst in accesses if inst.op in WRITES}
+    read = {array_of(inst) for inst in accesses}
+    for inst in between:
+        if inst.op in ACCESSES and (array_of(inst) in written or inst.op in WRITES and array_of(inst) in read):
+            return False
+        if inst.op is Op.CALL:
+            return False
+    return True
+
+
+def header_computations(candidate: Candidate) -> list[Instruction]:
+    """The header's instructions other than its phis and its branch (the exit test, and for a loop
+    counting down the index of the iteration)."""
+    header = candidate.loop.header
+    return header.instructions[header.first_non_phi_index():-1]
+
+
+def _hoistable(pair: Pair, body_one: list[Instruction], tree: DominatorTree) -> bool:
+    """Can the instructions between E1 and L2's header run before L1, in L1's entering block? Pure ones
+    can, and loads of arrays L1 does not write, when their operands are defined before L1 (or on the way)."""
+    one = pair.one
+    written = {array_of(i) for i in body_one if i.op in WRITES}
+    guarded = one.entering.terminator.op is Op.BR  # type: ignore[union-attr]  # else a load could run for no trip
+    moving = {inst for block in pair.chain_two for inst in block.instructions}
+    for inst in moving:
+        if inst.info.terminator:
+            continue
+        loads_safely = inst.op is Op.LOAD and guarded and array_of(inst) not in written
+        if isinstance(inst, Phi) or not (inst.info.pure or loads_safely):
+            return False
+        for operand in inst.operands:
+            if isinstance(operand, Instruction) and operand not in moving \
+                    and not tree.dominates(operand.block, one.entering):  # type: ignore[arg-type]
+                return False
+    return True
+
+
+def _skipped_values_agree(pair: Pair, tree: DominatorTree) -> bool:
+    """The phis of E2 take one value on all the edges that skip L2 (fused, only E1's edge skips both
+    loops, when L1 can be skipped at all), and that value is there at E1."""
+    if pair.skips_one and not pair.skips_two and pair.two.exit.phis:
+        return False  # what L2's values are when it runs zero times would have to be worked out
+    for phi in pair.two.exit.phis:
+        values = {phi.incoming_value(block) for block in pair.skips_two}
+        if len(values) > 1:
+            return False
+        value = next(iter(values), None)
+        if pair.skips_one and isinstance(value, Instruction) \
+                and not tree.strictly_dominates(value.block, pair.one.exit):  # type: ignore[arg-type]
+            return False
+    return True
+
+
+def _independent(one: Candidate, two: Candidate, body_one: list[Instruction], body_two: list[Instruction]) -> bool:
+    """The memory test of the module docstring, for every pair of accesses to one array."""
+    accesses_one = [i for i in body_one if i.op in ACCESSES]
+    accesses_two = [i for i in body_two if i.op in ACCESSES]
+    if any(not _is_distinct_array(array_of(i)) for i in accesses_one + accesses_two):
+        return False  # an array phi may be any array: no two accesses could be told apart
+    for second in accesses_two:
+        for first in accesses_one:
+            if array_of(first) is not array_of(second) or (first.op not in WRITES and second.op not in WRITES):
+                continue
+            if not _in_order(indices_of(first), one, indices_of(second), two, same_iteration=one.parallel):
+                return False
+    return True
+
+
+def _is_distinct_array(array: Value) -> bool:
+    """An argument or a local array: distinct arrays of these kinds never share memory (DESIGN 1.1)."""
+    return isinstance(array, Argument) or (isinstance(array, Instruction) and array.op is Op.ALLOC)
+
+
+def array_of(inst: Instruction) -> Value:
+    return inst.operands[0] if inst.op is Op.LOAD else inst.operands[1]
+
+
+def indices_of(inst: Instruction) -> tuple[Value, ...]:
+    return inst.operands[1:] if inst.op is Op.LOAD else inst.operands[2:]
+
+
+Affine = tuple[int, Value | None, int]
+"""`a*k + s + c`: the coefficient of the induction variable k, one invariant value s (or none), a constant c."""
+
+
+def affine_form(root: Value, candidate: Candidate) -> Affine | None:
+    """`root` as `a*k + s + c` for the candidate's induction variable k, None when it is not of that form.
+    The index ops are evaluated operands first (`operands_first`): a chain of them may be long."""
+    iv = candidate.trip.iv.phi
+
+    def is_leaf(value: Value) -> bool:
+        return value is iv or isinstance(value, Constant) or is_loop_invariant(value, candidate.loop)
+
+    def inputs(value: Value) -> tuple[Value, ...]:
+        if is_leaf(value) or not isinstance(value, Instruction):
+            return ()
+        return value.operands if value.op in (Op.INEG, Op.IADD, Op.ISUB, Op.IMUL) else ()
+
+    forms: dict[Value, Affine | None] = {}
+    for value in operands_first(root, inputs):
+        forms[value] = _leaf_form(value, iv) if is_leaf(value) else _combined_form(value, forms)
+    return forms[root]
+
+
+def _leaf_form(value: Value, iv: Phi) -> Affine | None:
+    """The form of the induction variable, a constant or a loop-invariant value."""
+    if value is iv:
+        return 1, None, 0
+    if isinstance(value, Constant):
+        return (0, None, int(value.value)) if value.type.is_int else None  # type: ignore[union-attr]
+    return 0, value, 0
+
+
+def _combined_form(value: Value, forms: dict[Value, Affine | None]) -> Affine | None:
+    """The form of an `ineg`, `iadd`, `isub` or `imul` from its operands' forms (None for other ops)."""
+    if isinstance(value, Instruction) and value.op is Op.INEG:
+        inner = forms[value.operands[0]]
+        return (-inner[0], None, -inner[2]) if inner is not None and inner[1] is None else None
+    if not isinstance(value, Instruction) or value.op not in (Op.IADD, Op.ISUB, Op.IMUL):
+        return None
+    parts = [forms[operand] for operand in value.operands]
+    if parts[0] is None or parts[1] is None:
+        return None
+    (a1, s1, c1), (a2, s2, c2) = parts[0], parts[1]
+    if value.op is Op.IMUL:
+        if a1 == 0 and s1 is None:  # constant * (a k + s + c)
+            scale, (a, s, c) = c1, (a2, s2, c2)
+        elif a2 == 0 and s2 is None:
+            scale, (a, s, c) = c2, (a1, s1, c1)
+        else:
+            return None
+        return (a * scale, s, c * scale) if s is None or scale == 1 else None
+    if value.op is Op.ISUB:
+        return (a1 - a2, s1, c1 - c2) if s2 is None else None
+    if s1 is not None and s2 is not None:
+        return None
+    return a1 + a2, s1 if s1 is not None else s2, c1 + c2
+
+
+def _in_order(first: tuple[Value, ...], one: Candidate, second: tuple[Value, ...], two: Candidate,
+              same_iteration: bool) -> bool:
+    """Do iteration j of L1 and iteration i of L2 reach the same element only when j <= i (only when j == i
+    if `same_iteration`: the iterations of parallel loops run on different work items)? One index that
+    agrees only at one offset j - i decides it, whatever the other indices are; an index that never agrees
+    proves there is no conflict at all."""
+    offsets: set[int] = set()
+    for x, y in zip(first, second, strict=True):
+        fx, fy = affine_form(x, one), affine_form(y, two)
+        if fx is None or fy is None:
+            continue  # unknown: agrees for any pair of iterations, as far as the test knows
+        (a1, s1, c1), (a2, s2, c2) = fx, fy
+        if s1 is not s2:
+            continue
+        if a1 == a2 == 0:
+            if c1 != c2:
+                return True  # this index never agrees: never the same element
+            continue
+        if a1 != a2:
+            continue
+        if (c2 - c1) % a1:
+            return True
+        offsets.add((c2 - c1) // a1)  # j - i
+    if not offsets:
+        return False  # no index ties the iterations together: not proven
+    if len(offsets) > 1:
+        return True  # the indices agree for different offsets: never at once
+    offset = offsets.pop()  # in values of the induction variable: iterations j - i = offset / step
+    return offset == 0 if same_iteration else offset * one.trip.iv.step.value <= 0  # type: ignore[attr-defined]
