@@ -40,14 +40,12 @@ from isozyme.optimize.instcombine import is_constant
 from isozyme.ssa.cfg import predecessors
 from isozyme.ssa.def_use import operands_first
 from isozyme.ssa.dominators import DominatorTree
-from isozyme.ssa.flags import is_growable_alloc
+from isozyme.ssa.flags import PARALLEL, is_growable_alloc
 from isozyme.ssa.ir import Argument, Block, Constant, Instruction, Phi, Value
 from isozyme.ssa.loops import Loop, LoopNest
 from isozyme.ssa.ops import Op
 from isozyme.ssa.trip_count import TripCount, analyze_trip_count, is_known_nonnegative, is_loop_invariant
 
-PARALLEL = "parallel"
-"""The flag of a `prange` loop's header phi (its iterations may run at once, on different work items)."""
 ACCESSES = (Op.LOAD, Op.STORE, Op.ATOMIC_ADD)
 WRITES = (Op.STORE, Op.ATOMIC_ADD)
 

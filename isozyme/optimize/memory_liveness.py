@@ -10,11 +10,9 @@ intervals.
 from __future__ import annotations
 
 from isozyme.ssa.cfg import post_order, predecessors, reverse_post_order
+from isozyme.ssa.flags import ZEROED
 from isozyme.ssa.ir import Block, Function, Instruction, Phi, Value
 from isozyme.ssa.loops import LoopNest
-
-ZEROED = "zeroed"
-"""The flag of an `alloc` that fills its array with zeros (`iz.zeros`); a plain one leaves it undefined."""
 
 
 def aliases(alloc: Instruction) -> set[Value]:

@@ -20,13 +20,10 @@ from __future__ import annotations
 from isozyme.optimize.instcombine import is_constant
 from isozyme.optimize.loop_canonicalization import insert_preheaders_and_latches
 from isozyme.optimize.loop_fusion_legality import Candidate, affine_form, array_of, counted_loop, indices_of
-from isozyme.ssa.flags import is_growable_alloc
+from isozyme.ssa.flags import ZEROED, is_growable_alloc
 from isozyme.ssa.ir import Block, Constant, Function, Instruction, Value
 from isozyme.ssa.loops import LoopNest
 from isozyme.ssa.ops import Op
-
-ZEROED = "zeroed"
-"""The flag of an `alloc` that fills its array with zeros (`iz.zeros`, and the shadows of local arrays)."""
 
 
 def scalarize_private_arrays(function: Function) -> bool:

@@ -11,6 +11,13 @@ from __future__ import annotations
 from isozyme.ssa.ir import Function, Instruction, Value
 from isozyme.ssa.ops import Op
 
+ZEROED = "zeroed"
+"""The flag of an `alloc` that fills its array with zeros (`iz.zeros`, and the shadows of local arrays); a
+plain one leaves it undefined."""
+
+PARALLEL = "parallel"
+"""The flag of a `prange` loop's header phi (its iterations may run at once, on different work items)."""
+
 GROWABLE = "growable"
 """The flag of an `alloc` whose array `grow` may enlarge (`%t = alloc f64[16] growable`)."""
 
