@@ -483,4 +483,3 @@ LOWERINGS: dict[Op, Lowering] = {
 
 _unlowered = set(Op) - set(LOWERINGS) - {Op.PHI}
 assert not _unlowered, f"ops without an LLVM lowering: {sorted(map(str, _unlowered))}"
-
