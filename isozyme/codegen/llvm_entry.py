@@ -1,6 +1,6 @@
 """The C entry points of a compiled kernel, which the runtime calls through ctypes.
 
-Two external functions wrap the entry kernel's internal function (`llvm.py`):
+Two external functions wrap the entry kernel's internal function (`llvm_module.py`):
 
     <ret> {kernel}__raw(record*, for each parameter: an array as (data, extent_0, ...), a scalar as itself)
     <ret> {kernel}__fast(record*, constants*, for each parameter: an array as its numpy object, a scalar)
@@ -27,17 +27,8 @@ from collections.abc import Callable
 from llvmlite import ir
 
 from isozyme.codegen.abi import ALIGNED, ARRAY_OBJECT, C_CONTIGUOUS, DTYPE_SLOTS, NEEDS_CHECKED_CALL, WRITEABLE
-from isozyme.codegen.llvm import (
-    I1,
-    I8,
-    I32,
-    I64,
-    POINTER,
-    RECORD_POINTER,
-    ModuleEmitter,
-    element_size,
-    register_type,
-)
+from isozyme.codegen.llvm_module import ModuleEmitter
+from isozyme.codegen.llvm_types import I1, I8, I32, I64, POINTER, RECORD_POINTER, element_size, register_type
 from isozyme.ssa.ir import Argument, Function
 from isozyme.ssa.types import ArrayType, ScalarType, Type
 

@@ -40,7 +40,7 @@ from isozyme.ssa.types import SCALAR_TYPES, ArrayType, ScalarType, Type
 
 
 class Record(ctypes.Structure):
-    """The error record of one call (`codegen/llvm.py`)."""
+    """The error record of one call (`codegen/llvm_types.py`)."""
 
     _fields_ = [("status", ctypes.c_int64), ("payload", ctypes.c_int64 * PAYLOAD_WORDS)]
 

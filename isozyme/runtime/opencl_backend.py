@@ -37,7 +37,7 @@ import numpy as np
 
 from isozyme.codegen.abi import CodegenOptions
 from isozyme.codegen.error_sites import ErrorSite
-from isozyme.codegen.opencl_program import (
+from isozyme.codegen.opencl_control import (
     ALLOC,
     ARG0,
     ARG1,
@@ -52,10 +52,8 @@ from isozyme.codegen.opencl_program import (
     LAUNCH,
     RETURN,
     AllocSite,
-    LoopKernel,
-    OpenCLProgram,
-    emit_opencl,
 )
+from isozyme.codegen.opencl_program import LoopKernel, OpenCLProgram, emit_opencl
 from isozyme.optimize.loop_canonicalization import canonicalize_loop_structure
 from isozyme.optimize.memory_reuse import place_module_in_arena
 from isozyme.runtime import disk_cache, host_identity, opencl_counters
@@ -146,7 +144,7 @@ def build(source: str, where: Device) -> Any:
 
 def build_options(where: Device) -> str:
     """`BUILD_OPTIONS`, and OpenCL C 3.0 on a device with `cl_ext_float_atomics`, whose feature macros then
-    select native float atomic adds in `ATOMIC_HELPERS` (`codegen/opencl.py`)."""
+    select native float atomic adds in `ATOMIC_HELPERS` (`codegen/opencl_language.py`)."""
     return f"{BUILD_OPTIONS} -cl-std=CL3.0" if where.float_atomics else BUILD_OPTIONS
 
 

@@ -1,30 +1,13 @@
-"""SSA to C-style source: a renderer base class (`CRenderer`), its OpenCL C subclass (`OpenCLRenderer`), and
-the renderer of one function (`FunctionRenderer`), which `opencl_program.py` extends for the kernels.
+"""How each SSA op becomes C-style source: `LOWERINGS`, a table keyed by op, which the renderer of a
+function (`opencl_function.py`) applies to every instruction (every op but `phi`, which `out_of_ssa`
+removes, has an entry).
 
-Each function runs `out_of_ssa` first (phis become copies at the end of predecessors, `out_of_ssa.py`),
-which splits edges of the module in place (it stays valid SSA). Every SSA value becomes one C variable
-declared (zeroed) at the top of its function (gotos may then jump anywhere); every reachable block becomes
-a label; `br`, `cbr` and `ret` become `goto`, `if (...) goto ...; else goto ...;` and `return`.
-Instructions are rendered through `LOWERINGS`, a table keyed by op (a renderer may override entries); a
-missing entry raises CodegenError naming the op.
+Local arrays: a local array of a called function or a parallel loop (constant extents) is a private C
+array, its pointer `__private`; the entry function's local arrays are global buffers (`opencl_serial.py`),
+and so are those of run-time extents and growable ones (tapes) in called functions (the device heap). A
+`view` is a pointer into its arena (an alloc like the others) in the arena's address space.
 
-Representation:
-  - scalars: `bool int long float double` in variables; in memory a boolean is a `uchar` (numpy's byte).
-  - an array value is a data pointer plus one `long` extent per dimension (`v3`, `v3_d0`, `v3_d1`); row-major.
-    A local array of a called function or a parallel loop (constant extents) is a private C array, its
-    pointer `__private`; the entry function's local arrays are global buffers (`opencl_program.py`), and
-    so are those of run-time extents and growable ones (tapes) in called functions (the device heap). A
-    `view` is a pointer into its arena (an alloc like the others) in the arena's address space. Function
-    parameters are `__global` pointers, except in the versions of a function that calls need for private
-    arrays (`address_spaces.py`: one version per address-space signature, since OpenCL C 1.2 has no
-    generic address space).
-  - every function takes the error record `__global long* err` (`1 + PAYLOAD_WORDS` words) last; a failing
-    check claims the record with a compare-and-swap (the first failing work item wins), writes the site's
-    number and payload, and returns; a caller tests `err[0]` after every call.
-  - atomic adds on global memory: `ATOMIC_HELPERS` (`cl_ext_float_atomics` when available, else a
-    compare-and-swap loop on the bits).
-
-Semantics are those of `ssa/semantics.py`, as in the LLVM backend (`codegen/llvm.py`): Python floor
+Semantics are those of `ssa/semantics.py`, as in the LLVM backend (`codegen/llvm_lowerings.py`): Python floor
 division and modulo (helpers in the prelude), wrapping integer arithmetic (done on unsigned types, since
 signed overflow is undefined in C), Python's min/max, `pow(x, 2.0)` = `x*x`, `pow(x, 3.0)` = `(x*x)*x`,
 f32 transcendental functions evaluated in double and rounded once, no floating-point contraction.
@@ -33,325 +16,14 @@ f32 transcendental functions evaluated in double and rounded once, no floating-p
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 
-from isozyme.codegen.abi import CodegenOptions
-from isozyme.codegen.address_spaces import FunctionVersions, Spaces, version_name
-from isozyme.codegen.error_sites import PAYLOAD_WORDS, ErrorSite, register_site
-from isozyme.codegen.out_of_ssa import Copy, OutOfSSA, Temporary
-from isozyme.ssa.cfg import reverse_post_order
+from isozyme.codegen import opencl_control
+from isozyme.codegen.opencl_function import FunctionRenderer, Lowering
+from isozyme.codegen.opencl_language import CodegenError
 from isozyme.ssa.flags import CHECKED
-from isozyme.ssa.ir import Block, Constant, Function, Instruction, Phi, Value
+from isozyme.ssa.ir import Block, Constant, Instruction, Value
 from isozyme.ssa.ops import Op
 from isozyme.ssa.types import LARGEST_SIZE, ArrayType, ScalarType, Type
-
-
-class CodegenError(Exception):
-    """The IR holds something this backend cannot emit yet (the message names the op)."""
-
-
-Lowering = Callable[["FunctionRenderer", Instruction], str | None]
-"""Renders one instruction: a C expression for its result, or None after emitting statements itself."""
-
-
-# --- the language ----------------------------------------------------------------------------------
-
-
-class CRenderer:
-    """C-style source for a module. Language details are class attributes, overridden per dialect."""
-
-    scalar_types = {"i1": "bool", "i32": "int", "i64": "long", "f32": "float", "f64": "double"}
-    unsigned_types = {"i32": "uint", "i64": "ulong"}
-    storage_types = {"i1": "uchar", "i32": "int", "i64": "long", "f32": "float", "f64": "double"}
-    global_space = ""
-    """Address-space qualifier of pointers to argument arrays."""
-    private_space = ""
-    """Address-space qualifier of pointers to a function's own C arrays."""
-    kernel_qualifier = ""
-    function_qualifier = ""
-    prelude_lines: tuple[str, ...] = ()
-    kernel_name = "iz_entry"
-
-    def __init__(self, options: CodegenOptions) -> None:
-        self.options = options
-        self.sites: list[ErrorSite] = []
-        self.uses_heap = False
-        """Does a called function allocate on the device heap?"""
-        self.versions = FunctionVersions()
-        """The versions of called functions that the calls rendered so far need (`address_spaces.py`)."""
-
-    def scalar(self, ty: Type) -> str:
-        if not isinstance(ty, ScalarType):
-            raise CodegenError(f"{ty} is not a scalar type")
-        return self.scalar_types[str(ty)]
-
-    def storage(self, ty: ScalarType) -> str:
-        return self.storage_types[str(ty)]
-
-    def pointer(self, ty: ArrayType, space: str | None = None) -> str:
-        space = self.global_space if space is None else space
-        return f"{space + ' ' if space else ''}{self.storage(ty.element)}*"
-
-    def record_type(self) -> str:
-        return f"{self.global_space + ' ' if self.global_space else ''}long*"
-
-    def constant(self, value: Constant) -> str:
-        """A C literal of the constant's type, exact (floats as hexadecimal literals)."""
-        ty = value.type
-        if ty.is_bool:  # type: ignore[union-attr]
-            return "true" if value.value else "false"
-        if ty.is_int:  # type: ignore[union-attr]
-            suffix = "L" if ty.bits == 64 else ""  # type: ignore[union-attr]
-            if value.value == -(1 << (ty.bits - 1)):  # type: ignore[union-attr]
-                return f"(({self.scalar(ty)})(-{(1 << (ty.bits - 1)) - 1}{suffix} - 1))"  # type: ignore[union-attr]
-            return f"(({self.scalar(ty)}){value.value}{suffix})"
-        return self.float_literal(float(value.value), ty)  # type: ignore[arg-type]
-
-    def float_literal(self, x: float, ty: Type) -> str:
-        name = self.scalar(ty)
-        if math.isnan(x):
-            return f"(({name})NAN)"
-        if math.isinf(x):
-            return f"(({name}){'-' if x < 0 else ''}INFINITY)"
-        return f"(({name}){x.hex()}{'f' if name == 'float' else ''})"
-
-    def helpers(self) -> list[str]:
-        """Python's floor division and modulo on ints and floats."""
-        out: list[str] = []
-        for ty, uty in (("int", "uint"), ("long", "ulong")):
-            out += [
-                f"{ty} iz_floordiv_{ty}({ty} a, {ty} b) {{",
-                f"  if (b == -1) return ({ty})(({uty})0 - ({uty})a);",
-                f"  {ty} q = a / b, r = a % b;",
-                "  return (r != 0 && ((r ^ b) < 0)) ? q - 1 : q;",
-                "}",
-                f"{ty} iz_floormod_{ty}({ty} a, {ty} b) {{",
-                "  if (b == -1) return 0;",
-                f"  {ty} r = a % b;",
-                "  return (r != 0 && ((r ^ b) < 0)) ? r + b : r;",
-                "}",
-            ]
-        for ty in ("float", "double"):
-            out += [
-                f"{ty} iz_ffloordiv_{ty}({ty} x, {ty} y) {{",
-                f"  if (y == 0) return ({ty})NAN;",
-                f"  {ty} mod = fmod(x, y);",
-                f"  {ty} div = (x - mod) / y;",
-                f"  if (mod != 0 && ((y < 0) != (mod < 0))) div -= ({ty})1;",
-                f"  if (div == 0) return copysign(({ty})0, x / y);",
-                f"  {ty} fd = floor(div);",
-                f"  if (div - fd > ({ty})0.5) fd += ({ty})1;",
-                "  return fd;",
-                "}",
-                f"{ty} iz_ffloormod_{ty}({ty} x, {ty} y) {{",
-                f"  if (y == 0) return ({ty})NAN;",
-                f"  {ty} mod = fmod(x, y);",
-                "  if (mod != 0) { if ((y < 0) != (mod < 0)) mod += y; }",
-                f"  else mod = copysign(({ty})0, y);",
-                "  return mod;",
-                "}",
-            ]
-        return out
-
-
-class OpenCLRenderer(CRenderer):
-    """OpenCL C: `__kernel`, `__global` pointers, double precision through `cl_khr_fp64`."""
-
-    global_space = "__global"
-    private_space = "__private"
-    kernel_qualifier = "__kernel"
-    prelude_lines = ("#pragma OPENCL EXTENSION cl_khr_fp64 : enable",
-                     "#pragma OPENCL EXTENSION cl_khr_int64_base_atomics : enable", "#pragma OPENCL FP_CONTRACT OFF")
-
-    def helpers(self) -> list[str]:
-        return [*super().helpers(), *ATOMIC_HELPERS]
-
-
-ATOMIC_HELPERS = [
-    "void iz_atomic_add_double(volatile __global double* p, double v) {",
-    "#if defined(__opencl_c_ext_fp64_global_atomic_add)",
-    "  atomic_fetch_add_explicit((volatile __global atomic_double*)p, v, memory_order_relaxed, memory_scope_device);",
-    "#else",
-    "  volatile __global long* q = (volatile __global long*)p;",
-    "  long seen, old = *q;",
-    "  do { seen = old; old = atom_cmpxchg(q, seen, as_long(as_double(seen) + v)); } while (old != seen);",
-    "#endif",
-    "}",
-    "void iz_atomic_add_float(volatile __global float* p, float v) {",
-    "#if defined(__opencl_c_ext_fp32_global_atomic_add)",
-    "  atomic_fetch_add_explicit((volatile __global atomic_float*)p, v, memory_order_relaxed, memory_scope_device);",
-    "#else",
-    "  volatile __global int* q = (volatile __global int*)p;",
-    "  int seen, old = *q;",
-    "  do { seen = old; old = atomic_cmpxchg(q, seen, as_int(as_float(seen) + v)); } while (old != seen);",
-    "#endif",
-    "}",
-    "void iz_atomic_add_long(volatile __global long* p, long v) { atom_add(p, v); }",
-    "void iz_atomic_add_int(volatile __global int* p, int v) { atomic_add(p, v); }",
-]
-"""Atomic adds on global memory: `cl_ext_float_atomics` where the compiler offers it (OpenCL C 3.0 with
-the feature macro), a compare-and-swap loop on the bits otherwise; integers wrap (two's complement)."""
-
-
-# --- one function ---------------------------------------------------------------------------------
-
-
-class FunctionRenderer:
-    """Renders one function: declarations, then one label per reachable block."""
-
-    def __init__(self, language: CRenderer, function: Function, plan: OutOfSSA, spaces: Spaces | None = None) -> None:
-        """`spaces`: the address space of each parameter (this version of the function, `address_spaces.py`);
-        by default every array parameter is global."""
-        self.lang = language
-        self.function = function
-        self.plan = plan
-        self.names: dict[Value, str] = {}
-        self.spaces: dict[Value, str | None] = {}
-        """Address space of each array value's pointer (None: the language's global space)."""
-        self.lines: list[str] = []
-        self.decls: list[str] = []
-        self.arg_spaces: Spaces = spaces or (None,) * len(function.args)
-        for arg in function.args:
-            self.names[arg] = f"a{arg.index}"
-            self.spaces[arg] = self.arg_spaces[arg.index]
-        self.blocks = reverse_post_order(function)
-        self.labels = {block: f"L{i}" for i, block in enumerate(self.blocks)}
-
-    def signature(self) -> str:
-        params = []
-        for arg in self.function.args:
-            if isinstance(arg.type, ArrayType):
-                params.append(f"{self.lang.pointer(arg.type, self.spaces[arg])} a{arg.index}")
-                params += [f"long a{arg.index}_d{k}" for k in range(arg.type.rank)]
-            else:
-                params.append(f"{self.lang.scalar(arg.type)} a{arg.index}")
-        params += [f"{self.lang.record_type()} err", f"{self.lang.record_type()} heap"]
-        ret = "void" if self.function.return_type.is_void else self.lang.scalar(self.function.return_type)
-        name = version_name(self.function, self.arg_spaces)
-        return f"{self.lang.function_qualifier} {ret} {name}({', '.join(params)})".strip()
-
-    # values
-
-    def name(self, value: Value | Temporary) -> str:
-        if isinstance(value, Temporary):
-            return f"t{value.index}"
-        if isinstance(value, Constant):
-            return self.lang.constant(value)
-        if value not in self.names:
-            raise CodegenError(f"value %{value.name} of @{self.function.name} is used before it is rendered")
-        return self.names[value]
-
-    def extents(self, array: Value) -> list[str]:
-        base = self.name(array)
-        return [f"{base}_d{k}" for k in range(array.type.rank)]  # type: ignore[attr-defined]
-
-    def declare(self, value: Value) -> None:
-        name = f"v{len(self.names)}"
-        self.names[value] = name
-        if isinstance(value.type, ArrayType):
-            if isinstance(value, Phi):
-                spaces = {self.spaces.get(v) for v in value.operands if v in self.spaces}
-                if len(spaces) > 1:
-                    raise CodegenError("phi: an array phi mixing argument and local arrays is not supported")
-                self.spaces[value] = spaces.pop() if spaces else None
-            space = self.spaces.get(value, None)
-            self.decls.append(f"  {self.lang.pointer(value.type, space)} {name} = 0;")
-            self.decls += [f"  long {name}_d{k} = 0;" for k in range(value.type.rank)]
-        elif not value.type.is_void:
-            self.decls.append(f"  {self.lang.scalar(value.type)} {name} = 0;")
-
-    def emit(self, line: str) -> None:
-        self.lines.append(f"  {line}")
-
-    def fail_return(self) -> str:
-        if self.function.return_type.is_void:
-            return "return;"
-        return f"return ({self.lang.scalar(self.function.return_type)})0;"
-
-    def check(self, ok: str, inst: Instruction, kind: str, payload: list[str], **details: object) -> None:
-        """Continue when `ok`; else write a new error site's number and payload into the record and return."""
-        site = register_site(self.lang.sites, ErrorSite(kind, str(inst.loc) if inst.loc else None, str(inst.op),
-                                                        details))
-        words = "".join(f" err[{i + 1}] = (long)({word});" for i, word in enumerate(payload[:PAYLOAD_WORDS]))
-        # the first failing work item claims the record; the others only stop
-        self.emit(f"if (!({ok})) {{ if (atom_cmpxchg((volatile __global long*)err, 0L, {site}L) == 0) {{{words} }} "
-                  f"{self.fail_return()} }}")
-
-    # the walk
-
-    def render(self) -> list[str]:
-        self.declare_all()
-        self.render_blocks(self.blocks)
-        return [f"{self.signature()} {{", *self.decls, *self.lines, "}"]
-
-    def declare_all(self) -> None:
-        """One variable per value of the function (and per out-of-SSA temporary)."""
-        for block in self.blocks:  # declare in dominance order: a phi's array operands may come later
-            for inst in block.instructions:
-                if not inst.type.is_void and not isinstance(inst, Phi):
-                    self._pre_declare(inst)
-        for block in self.blocks:
-            for phi in block.phis:
-                self.declare(phi)
-        for temp in self.plan.temporaries:
-            self.decls.append(f"  {self.lang.scalar(temp.type)} t{temp.index} = 0;")
-
-    def render_blocks(self, blocks: list[Block]) -> None:
-        for block in blocks:
-            self.lines.append(f"{self.labels[block]}:;")
-            for inst in block.instructions[len(block.phis):]:
-                self.render_instruction(block, inst)
-
-    def alloc_space(self, alloc: Instruction) -> str | None:
-        """The address space of a local array of constant extents: private here (None: the language's global
-        space)."""
-        return self.lang.private_space
-
-    def _pre_declare(self, inst: Instruction) -> None:
-        if inst.op is Op.ALLOC:
-            fixed = all(isinstance(v, Constant) for v in inst.operands) and "growable" not in inst.flags
-            self.spaces[inst] = self.alloc_space(inst) if fixed else None  # None: on the device heap
-        elif inst.op is Op.VIEW:
-            self.spaces[inst] = self.spaces[inst.operands[-2]]  # its arena's (declared first: it dominates)
-        elif isinstance(inst.type, ArrayType):
-            raise CodegenError(f"{inst.op}: an array-valued {inst.op} is not supported by the OpenCL backend yet")
-        self.declare(inst)
-
-    def render_instruction(self, block: Block, inst: Instruction) -> None:
-        if inst.is_terminator:
-            self.render_copies(block)
-        lowering = self.lowering(inst.op)
-        if lowering is None:
-            raise CodegenError(f"the OpenCL backend cannot emit op '{inst.op}' yet")
-        expression = lowering(self, inst)
-        if expression is not None:
-            self.emit(f"{self.names[inst]} = {expression};")
-
-    def lowering(self, op: Op) -> Lowering | None:
-        """How `op` is rendered here (subclasses override some ops)."""
-        return LOWERINGS.get(op)
-
-    def target(self, source: Block, successor: Block) -> str:
-        """The label a branch from `source` to `successor` jumps to."""
-        return self.labels[successor]
-
-    def render_copies(self, block: Block) -> None:
-        for copy in self.plan.copies.get(block, []):
-            self.render_copy(copy)
-
-    def render_copy(self, copy: Copy) -> None:
-        destination, source = copy.destination, copy.source
-        if isinstance(destination.type, ArrayType):
-            if isinstance(source, Temporary) or isinstance(destination, Temporary):
-                raise CodegenError("phi: swapping array phis is not supported by the OpenCL backend yet")
-            self.emit(f"{self.name(destination)} = {self.name(source)};")
-            for d, s in zip(self.extents(destination), self.extents(source), strict=True):
-                self.emit(f"{d} = {s};")
-            return
-        self.emit(f"{self.name(destination)} = {self.name(source)};")
-
-
-# --- the lowering table ---------------------------------------------------------------------------
 
 
 def _ops(r: FunctionRenderer, inst: Instruction) -> list[str]:
@@ -598,7 +270,9 @@ def _lower_alloc(r: FunctionRenderer, inst: Instruction) -> None:
 
 HEAP_TOP, HEAP_WORDS = -1, 9
 """Where functions find the device heap's top and size: the control words just before and just after the
-error record (`err[-1]`, `err[9]`; `opencl_program.py` lays the control buffer out)."""
+error record (`err[-1]`, `err[9]`; `opencl_control.py` lays the control buffer out)."""
+assert (opencl_control.ERROR + HEAP_TOP, opencl_control.ERROR + HEAP_WORDS) == (opencl_control.HEAP_TOP,
+                                                                                opencl_control.HEAP_WORDS)
 
 
 def _heap_alloc(r: FunctionRenderer, inst: Instruction) -> None:

@@ -1,0 +1,91 @@
+"""The LLVM module being built for one SSA module: what the functions of the LLVM backend share.
+
+`ModuleEmitter` declares one internal LLVM function per SSA function before any body is emitted (so a call
+can name any function, in any order), declares each C library function, intrinsic and helper once however
+many instructions use it, and collects the module's error sites in the order their numbers say. A function
+returning an array is refused here, before anything is emitted (`CodegenError`).
+"""
+
+from __future__ import annotations
+
+from llvmlite import ir
+
+from isozyme.codegen.abi import CodegenOptions
+from isozyme.codegen.error_sites import ErrorSite
+from isozyme.codegen.llvm_types import (
+    F32,
+    F64,
+    POINTER,
+    RECORD_POINTER,
+    CodegenError,
+    flat_parameter_types,
+    register_type,
+)
+from isozyme.ssa.ir import Function, Module
+
+
+class ModuleEmitter:
+    """Emits the functions of one SSA module into one LLVM module; holds what they share."""
+
+    def __init__(self, module: Module, options: CodegenOptions, symbol_prefix: str) -> None:
+        self.ssa = module
+        self.options = options
+        self.prefix = symbol_prefix
+        self.llvm = ir.Module(name=symbol_prefix.rstrip("_") or "isozyme")
+        self.sites: list[ErrorSite] = []
+        self.functions: dict[Function, ir.Function] = {}
+        self._declared: dict[str, ir.Function] = {}
+
+    def symbol(self, function: Function) -> str:
+        return f"{self.prefix}{function.name}"
+
+    def declare_all(self, entry: Function) -> None:
+        for function in self.ssa:
+            if function.return_type.is_array:
+                raise CodegenError(f"@{function.name} returns an array, which compiled code cannot do")
+            params = [t for arg in function.args for t in flat_parameter_types(arg.type)]
+            return_type = ir.VoidType() if function.return_type.is_void else register_type(function.return_type)
+            fn_type = ir.FunctionType(return_type, [*params, RECORD_POINTER])
+            llvm_fn = ir.Function(self.llvm, fn_type, self.symbol(function))
+            llvm_fn.linkage = "internal"
+            if function is entry:  # distinct array arguments do not overlap (checked at the call)
+                for arg in llvm_fn.args:
+                    if isinstance(arg.type, ir.PointerType):
+                        arg.add_attribute("noalias")
+            self.functions[function] = llvm_fn
+
+    def libm(self, name: str, arity: int = 1) -> ir.Function:
+        """A C library function `double name(double, ...)`."""
+        return self.declare(name, ir.FunctionType(F64, [F64] * arity))
+
+    def intrinsic(self, name: str, ty: ir.Type, arity: int = 1) -> ir.Function:
+        """The LLVM intrinsic `name` on `ty` (e.g. `llvm.floor.f64`), taking `arity` operands of `ty`."""
+        suffix = "f32" if ty == F32 else "f64"
+        return self.declare(f"{name}.{suffix}", ir.FunctionType(ty, [ty] * arity))
+
+    def declare(self, name: str, fn_type: ir.FunctionType) -> ir.Function:
+        if name not in self._declared:
+            self._declared[name] = ir.Function(self.llvm, fn_type, name)
+        return self._declared[name]
+
+    def free_chain(self) -> ir.Function:
+        """`void free_chain(ptr head)`: free a chain of local arrays (each block's header links the next)."""
+        name = f"{self.prefix}free_chain"
+        if name in self._declared:
+            return self._declared[name]
+        fn = self.declare(name, ir.FunctionType(ir.VoidType(), [POINTER]))
+        fn.linkage = "internal"
+        free = self.declare("free", ir.FunctionType(ir.VoidType(), [POINTER]))
+        entry, loop, done = (fn.append_basic_block(n) for n in ("entry", "loop", "done"))
+        b = ir.IRBuilder(entry)
+        b.cbranch(b.icmp_unsigned("==", fn.args[0], ir.Constant(POINTER, None)), done, loop)
+        b.position_at_end(loop)
+        head = b.phi(POINTER)
+        head.add_incoming(fn.args[0], entry)
+        following = b.load(b.bitcast(head, ir.PointerType(POINTER)), typ=POINTER)
+        b.call(free, [head])
+        head.add_incoming(following, loop)
+        b.cbranch(b.icmp_unsigned("==", following, ir.Constant(POINTER, None)), done, loop)
+        b.position_at_end(done)
+        b.ret_void()
+        return fn

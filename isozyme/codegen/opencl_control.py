@@ -1,0 +1,145 @@
+"""What the host and the kernels of an OpenCL program agree on: the control buffer's words, the requests
+the serial kernel makes (`opencl_program.py` describes the execution), the entry function's local arrays
+(`AllocSite`), and the C text both kinds of kernel use for the entry's parameters and for sums.
+
+The control buffer, in `long` words: the header (`KIND`, `RESUME`, `ARG0..ARG2`, `RETURN`, `TICKETS`, the
+groups of a parallel loop that are done, and `HEAP_TOP`, the device heap's words in use), the error
+record at `ERROR`, the heap's size (`HEAP_WORDS`), one word per reduction from
+`REDUCTIONS`, then one word per saved value (`Layout`). A parallel loop's kernel also gets `part`, a
+buffer of one word per accumulator and work group for the partial sums.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from isozyme.codegen.error_sites import PAYLOAD_WORDS
+from isozyme.codegen.opencl_language import OpenCLRenderer
+from isozyme.ssa.ir import Constant, Function, Value
+from isozyme.ssa.types import ArrayType, ScalarType, Type
+
+KIND, RESUME, ARG0, ARG1, ARG2, RETURN, TICKETS, HEAP_TOP = range(8)
+ERROR = 8
+HEAP_WORDS = ERROR + 1 + PAYLOAD_WORDS
+"""The device heap's size in words (the host writes it); functions see these words as `err[-1]` and
+`err[9]` (`opencl_lowerings.py`)."""
+REDUCTIONS = 24
+assert ERROR + 1 + PAYLOAD_WORDS <= REDUCTIONS
+HEADER_WORDS = ERROR + 1 + PAYLOAD_WORDS
+"""The words the host reads after each run of the serial kernel."""
+DONE, LAUNCH, ALLOC, GROW = 1, 2, 3, 4
+GROUP_SIZE = 256
+"""Work items per group in a kernel with work-group reductions (a power of two)."""
+
+
+@dataclass
+class AllocSite:
+    """A local array of the entry function: one global buffer, (re)filled by the host at each `alloc`."""
+
+    element: str
+    """Its element type ("f64", ...)."""
+    fill: float | int | bool
+    """What a fresh array holds (0 with the `zeroed` flag)."""
+    location: str | None = None
+    """`file:line:col` of the alloc, for a device that cannot hold it."""
+
+
+# --- saving values in the control buffer ---------------------------------------------------------------
+
+
+def load_word(ty: Type, word: str) -> str:
+    """The value of type `ty` stored in the control word `word` (a C lvalue such as `ctl[40]`)."""
+    return {"f64": f"as_double({word})", "f32": f"as_float((int){word})", "i64": word,
+            "i32": f"(int){word}", "i1": f"({word} != 0)"}[str(ty)]
+
+
+def store_word(ty: Type, word: str, value: str) -> str:
+    return {"f64": f"{word} = as_long({value});", "f32": f"{word} = (long)as_int({value});",
+            "i64": f"{word} = {value};", "i32": f"{word} = (long){value};",
+            "i1": f"{word} = {value} ? 1 : 0;"}[str(ty)]
+
+
+class Layout:
+    """The control word of each value the serial kernel saves (scalars; a local array's extents)."""
+
+    def __init__(self, first: int) -> None:
+        self.words: dict[tuple[Value, int], int] = {}
+        self.next = first
+
+    def add(self, value: Value, part: int = -1) -> None:
+        self.words[(value, part)] = self.next
+        self.next += 1
+
+    def word(self, value: Value, part: int = -1) -> str:
+        return f"ctl[{self.words[(value, part)]}]"
+
+    def load(self, value: Value) -> str:
+        return load_word(value.type, self.word(value))
+
+
+# --- the entry's parameters ----------------------------------------------------------------------------
+
+
+def kernel_params(lang: OpenCLRenderer, entry: Function) -> list[str]:
+    """A kernel's parameters for the entry's arguments: `__global T* p<i>` plus extents, scalars by value
+    (a boolean as `uchar`)."""
+    params: list[str] = []
+    for arg in entry.args:
+        if isinstance(arg.type, ArrayType):
+            params.append(f"{lang.pointer(arg.type)} restrict p{arg.index}")  # distinct: checked at the call
+            params += [f"long p{arg.index}_d{k}" for k in range(arg.type.rank)]
+        else:
+            params.append(f"{'uchar' if arg.type.is_bool else lang.scalar(arg.type)} p{arg.index}")  # type: ignore
+    return params
+
+
+def argument_declarations(lang: OpenCLRenderer, entry: Function) -> list[str]:
+    """The entry's arguments as the variables `a<i>` that function code uses, from the kernel's `p<i>`."""
+    lines: list[str] = []
+    for arg in entry.args:
+        i = arg.index
+        if isinstance(arg.type, ArrayType):
+            lines.append(f"  {lang.pointer(arg.type)} a{i} = p{i};")
+            lines += [f"  long a{i}_d{k} = p{i}_d{k};" for k in range(arg.type.rank)]
+        elif arg.type.is_bool:  # type: ignore[union-attr]
+            lines.append(f"  bool a{i} = (p{i} != 0);")
+        else:
+            lines.append(f"  {lang.scalar(arg.type)} a{i} = p{i};")
+    return lines
+
+
+def argument_values(entry: Function) -> list[str]:
+    """The `a<i>` variables (and extents) in parameter order, for a call."""
+    values: list[str] = []
+    for arg in entry.args:
+        values.append(f"a{arg.index}")
+        if isinstance(arg.type, ArrayType):
+            values += [f"a{arg.index}_d{k}" for k in range(arg.type.rank)]
+    return values
+
+
+def function_params(lang: OpenCLRenderer, entry: Function) -> list[str]:
+    params: list[str] = []
+    for arg in entry.args:
+        if isinstance(arg.type, ArrayType):
+            params.append(f"{lang.pointer(arg.type)} restrict a{arg.index}")
+            params += [f"long a{arg.index}_d{k}" for k in range(arg.type.rank)]
+        else:
+            params.append(f"{lang.scalar(arg.type)} a{arg.index}")
+    return params
+
+
+def identity(lang: OpenCLRenderer, ty: ScalarType) -> str:
+    """The neutral element of the sum: -0.0 (exact: x + -0.0 == x), or 0."""
+    return lang.float_literal(-0.0, ty) if ty.is_float else lang.constant(Constant(ty, 0))
+
+
+def wrapping_add(lang: OpenCLRenderer, ty: ScalarType, a: str, b: str) -> str:
+    if ty.is_float:
+        return f"({a} + {b})"
+    u = lang.unsigned_types[str(ty)]
+    return f"({lang.scalar(ty)})(({u}){a} + ({u}){b})"
+
+
+def atomic_add(lang: OpenCLRenderer, ty: ScalarType, pointer: str, value: str) -> str:
+    return f"iz_atomic_add_{lang.storage(ty)}({pointer}, {value});"

@@ -1,0 +1,257 @@
+"""One NDRange kernel per parallel loop: the body of one iteration as `iz_body<k>(gid, ...)`
+(`BodyRenderer`), and the kernel `iz_par<k>` that runs it for every iteration and reduces the sums.
+
+Every iteration runs exactly once: work item g runs iterations g, g + size, ... of the `trip` (as many
+groups as the device keeps busy). What the loop reads from before it is computed once by the kernel and
+passed to every iteration. A reduction or a group-mode atomic add (`parallel_loops.py`) is summed
+privately per work item, then per work group in local memory, and the last group to finish adds the
+groups' partial sums in group order (`reduction="atomic"`: one atomic add per work item instead, a
+baseline). A loop's blocks are rendered here, never in the serial kernel.
+"""
+
+from __future__ import annotations
+
+from isozyme.codegen.opencl_control import (
+    ERROR,
+    GROUP_SIZE,
+    REDUCTIONS,
+    TICKETS,
+    argument_declarations,
+    argument_values,
+    atomic_add,
+    function_params,
+    identity,
+    kernel_params,
+    load_word,
+    store_word,
+    wrapping_add,
+)
+from isozyme.codegen.opencl_function import FunctionRenderer, Lowering
+from isozyme.codegen.opencl_language import CodegenError, OpenCLRenderer
+from isozyme.codegen.opencl_lowerings import LOWERINGS, _flat_index, _lower_alloc, _uninitialized_fill, check_shape
+from isozyme.codegen.opencl_serial import SerialRenderer, scratch_count, view_pointer
+from isozyme.codegen.out_of_ssa import OutOfSSA
+from isozyme.codegen.parallel_loops import ParallelLoop, live_ins
+from isozyme.ssa.ir import Argument, Block, Constant, Function, Instruction, Phi, Value
+from isozyme.ssa.ops import Op
+from isozyme.ssa.types import ArrayType, ScalarType
+
+
+class BodyRenderer(FunctionRenderer):
+    """One iteration of a parallel loop as `iz_body<k>(gid, ...)`, and its kernel `iz_par<k>`."""
+
+    def __init__(self, lang: OpenCLRenderer, function: Function, plan: OutOfSSA, loop: ParallelLoop,
+                 serial: SerialRenderer, reduction: str) -> None:
+        super().__init__(lang, function, plan, LOWERINGS)
+        self.loop = loop
+        self.serial = serial
+        self.naive = reduction == "atomic"
+        self.inputs: list[tuple[str, str]] = []
+        """What the kernel reads once and passes to every iteration: C type and expression."""
+        self.accumulators: list[tuple[ScalarType, Instruction | Phi]] = []
+        """What each work item sums privately: the reductions' phis, then the group-mode atomic adds."""
+        if not self.naive:
+            self.accumulators = [(r.phi.type, r.phi) for r in loop.reductions]  # type: ignore[misc]
+            self.accumulators += [(a.operands[1].type.element, a) for a in loop.group_adds]  # type: ignore
+
+    def alloc_space(self, alloc: Instruction) -> str | None:
+        return self.lang.private_space if alloc.block in self.loop.loop and alloc not in self.loop.scratch else None
+
+    def lowering(self, op: Op) -> Lowering | None:
+        return BODY_LOWERINGS.get(op) or super().lowering(op)
+
+    def target(self, source: Block, successor: Block) -> str:
+        if successor is self.loop.header:
+            return "L_next"
+        if successor not in self.loop.loop:
+            return "L_exit"
+        return self.labels[successor]
+
+    def fail_return(self) -> str:
+        return "return;"
+
+    def accumulator(self, value: Value) -> str:
+        return f"acc{[v for _, v in self.accumulators].index(value)}"  # type: ignore[arg-type]
+
+    def render(self) -> list[str]:
+        self.declare_all()
+        layout = self.serial.layout
+        prologue = [f"  __global long* err = ctl + {ERROR};"]
+        for value in live_ins(self.loop):  # passed in by the kernel, which reads them once
+            if isinstance(value, Instruction) and value.op is Op.ALLOC:
+                name, rank = self.names[value], value.type.rank  # type: ignore[attr-defined]
+                base = self.input(self.lang.pointer(value.type), f"s{self.serial.site_of[value]}")  # type: ignore
+                for k in range(rank):
+                    prologue.append(f"  {name}_d{k} = {self.input('long', layout.word(value, k))};")
+                own = f" + gid * ({scratch_count(self, value, 'private')})" if value in self.loop.scratch else ""
+                prologue.append(f"  {name} = {base}{own};")
+            elif isinstance(value, Instruction) and value.op is Op.VIEW:
+                name, (arena, offset) = self.names[value], value.operands[-2:]
+                base = self.input(self.lang.pointer(arena.type), f"s{self.serial.site_of[arena]}")  # type: ignore
+                at = self.name(offset) if isinstance(offset, Constant) else self.input("long", layout.load(offset))
+                prologue += [f"  {name}_d{k} = {self.input('long', layout.word(value, k))};"
+                             for k in range(value.type.rank)]  # type: ignore[attr-defined]
+                prologue.append(f"  {name} = {view_pointer(self, value, base, at)};")
+            elif isinstance(value.type, ArrayType):
+                raise CodegenError("an array value that is not a local array reaches a parallel loop")
+            else:
+                given = self.input(self.lang.scalar(value.type), layout.load(value))
+                prologue.append(f"  {self.names[value]} = {given};")
+        # iteration `gid` in a loop that counts up; in one that counts down (a reverse loop), iteration
+        # trip-1-gid, so that neighbouring work items still touch ascending addresses
+        ascending = all(iv.constant_step is None or iv.constant_step >= 0 for iv in self.loop.inductions)
+        trip = self.loop.trip
+        if not isinstance(trip, (Constant, Argument)):
+            trip_name = self.input("long", layout.load(trip))
+        else:
+            trip_name = self.name(trip)
+        iteration = "gid" if ascending else f"({trip_name} - 1 - gid)"
+        for iv in self.loop.inductions:
+            start, step = self.input("long", layout.load(iv.phi)), self.name(iv.step)
+            prologue.append(f"  {self.names[iv.phi]} = (long)((ulong){start} + (ulong){iteration} * (ulong){step});")
+        for reduction in self.loop.reductions:
+            prologue.append(f"  {self.names[reduction.phi]} = {identity(self.lang, reduction.phi.type)};")  # type: ignore
+        handled = {iv.phi for iv in self.loop.inductions} | {r.phi for r in self.loop.reductions}
+        for phi in self.loop.header.phis:  # a constant in every iteration (parallel_loops.py)
+            if phi not in handled:
+                prologue.append(f"  {self.names[phi]} = {self.input(self.lang.scalar(phi.type), layout.load(phi))};")
+        prologue.append(f"  goto {self.labels[self.loop.header]};")
+        blocks = [block for block in self.blocks if block in self.loop.loop]
+        self.render_blocks(blocks)
+        finish: list[str] = []
+        for reduction in self.loop.reductions:
+            ty: ScalarType = reduction.phi.type  # type: ignore[assignment]
+            phi = self.names[reduction.phi]
+            if self.naive:
+                pointer = f"(volatile __global {self.lang.storage(ty)}*)(ctl + {REDUCTIONS + reduction.slot})"
+                finish.append("  " + atomic_add(self.lang, ty, pointer, phi))
+            else:
+                acc = self.accumulator(reduction.phi)
+                finish.append(f"  *{acc} = {wrapping_add(self.lang, ty, f'*{acc}', phi)};")
+        self.lines += ["L_next:;", *finish, "  return;", "L_exit:;", "  return;"]
+        params = ["long gid", *function_params(self.lang, self.function), *self.serial.site_params(),
+                  "__global long* ctl", "__global long* heap",
+                  *(f"{ty} in{j}" for j, (ty, _) in enumerate(self.inputs)),
+                  *(f"{self.lang.scalar(ty)}* acc{j}" for j, (ty, _) in enumerate(self.accumulators))]
+        head = f"__attribute__((always_inline)) void iz_body{self.loop.number}({', '.join(params)}) {{"
+        return [head, *self.decls, *prologue, *self.lines, "}"]
+
+    def input(self, ty: str, expression: str) -> str:
+        """A value the kernel computes once (`expression`, in the kernel) and passes to every iteration."""
+        self.inputs.append((ty, expression))
+        return f"in{len(self.inputs) - 1}"
+
+    def kernel(self) -> list[str]:
+        """`iz_par<k>`: each work item runs iterations gid, gid + size, ... (as many groups as the device
+        keeps busy); then each accumulator is reduced per group, each group writes its partial sum and takes
+        a ticket (one atomic per group), and the last group adds the partial sums up, in group order."""
+        lang, k = self.lang, self.loop.number
+        params = [*kernel_params(lang, self.function), *self.serial.site_params(), "__global long* ctl",
+                  "__global long* part", "__global long* heap", "long trip"]
+        attribute = f"__attribute__((reqd_work_group_size({GROUP_SIZE}, 1, 1))) " if self.accumulators else ""
+        lines = [f"__kernel {attribute}void iz_par{k}({', '.join(params)}) {{",
+                 *argument_declarations(lang, self.function),
+                 *(f"  {ty} in{j} = {expression};" for j, (ty, expression) in enumerate(self.inputs)),
+                 "  long size = (long)get_global_size(0);"]
+        lines += [f"  {lang.scalar(ty)} acc{j} = {identity(lang, ty)};" for j, (ty, _) in enumerate(self.accumulators)]
+        args = ["g", *argument_values(self.function), *(f"s{s}" for s in self.serial.site_of.values()), "ctl",
+                "heap", *(f"in{j}" for j in range(len(self.inputs))),
+                *(f"&acc{j}" for j in range(len(self.accumulators)))]
+        lines.append(f"  for (long g = (long)get_global_id(0); g < trip; g += size) iz_body{k}({', '.join(args)});")
+        if not self.accumulators:
+            return [*lines, "}"]
+        lines += ["  int lid = (int)get_local_id(0);", "  long group = (long)get_group_id(0);",
+                  "  long groups = (long)get_num_groups(0);", "  __local int last;"]
+        for ty in dict.fromkeys(str(ty) for ty, _ in self.accumulators):
+            lines.append(f"  __local {lang.storage_types[ty]} red_{ty}[{GROUP_SIZE}];")
+        for j, (ty, _) in enumerate(self.accumulators):
+            lines += [*self._group_sum(ty, f"acc{j}"),
+                      f"  if (lid == 0) {store_word(ty, f'part[{j} * groups + group]', f'red_{ty}[0]')}"]
+        lines += ["  if (lid == 0) {", "    mem_fence(CLK_GLOBAL_MEM_FENCE);",
+                  f"    last = atom_inc((volatile __global long*)(ctl + {TICKETS})) == groups - 1;", "  }",
+                  "  barrier(CLK_LOCAL_MEM_FENCE);", "  if (!last) return;",
+                  "  volatile __global long* done = part;"]
+        for j, (ty, value) in enumerate(self.accumulators):
+            total = f"total{j}"
+            lines += [f"  {lang.scalar(ty)} {total} = {identity(lang, ty)};",
+                      f"  for (long g = lid; g < groups; g += {GROUP_SIZE}) "
+                      f"{total} = {wrapping_add(lang, ty, total, load_word(ty, f'done[{j} * groups + g]'))};",
+                      *self._group_sum(ty, total),
+                      "  if (lid == 0) {", *self._group_target(ty, value, f"red_{ty}[0]"), "  }"]
+        return [*lines, f"  if (lid == 0) ctl[{TICKETS}] = 0;", "}"]
+
+    def _group_sum(self, ty: ScalarType, value: str) -> list[str]:
+        """The sum of `value` over the work group, left in `red_<ty>[0]` (a tree in local memory)."""
+        red = f"red_{ty}"
+        return ["  barrier(CLK_LOCAL_MEM_FENCE);", f"  {red}[lid] = {value};", "  barrier(CLK_LOCAL_MEM_FENCE);",
+                f"  for (int s = {GROUP_SIZE // 2}; s > 0; s >>= 1) {{",
+                f"    if (lid < s) {red}[lid] = {wrapping_add(self.lang, ty, f'{red}[lid]', f'{red}[lid + s]')};",
+                "    barrier(CLK_LOCAL_MEM_FENCE);", "  }"]
+
+    def _group_target(self, ty: ScalarType, value: Value, total: str) -> list[str]:
+        """Add a group's total to its target: a reduction's control word, or the array element."""
+        lang = self.lang
+        if isinstance(value, Phi):
+            slot = next(r.slot for r in self.loop.reductions if r.phi is value)
+            return ["    " + atomic_add(lang, ty, f"(volatile __global {lang.storage(ty)}*)(ctl + {REDUCTIONS + slot})",
+                                        total)]
+        _, array, *indices = value.operands
+        base, extents = self._wrapper_array(array)
+        names = [self._wrapper_value(i) for i in indices]
+        inside = " && ".join(f"0 <= {i} && {i} < {d}" for i, d in zip(names, extents, strict=True))
+        offset = names[0]
+        for index, extent in zip(names[1:], extents[1:], strict=True):
+            offset = f"({offset}) * {extent} + {index}"
+        return [f"    if ({inside}) " + atomic_add(lang, ty, f"&{base}[{offset}]", total)]
+
+    def _wrapper_value(self, value: Value) -> str:
+        if isinstance(value, Constant):
+            return self.lang.constant(value)
+        if isinstance(value, Argument):
+            return f"a{value.index}"
+        return self.serial.layout.load(value)
+
+    def _wrapper_array(self, array: Value) -> tuple[str, list[str]]:
+        rank = array.type.rank  # type: ignore[attr-defined]
+        if isinstance(array, Argument):
+            return f"a{array.index}", [f"a{array.index}_d{k}" for k in range(rank)]
+        site = self.serial.site_of.get(array)  # type: ignore[arg-type]
+        if site is None:
+            raise CodegenError("a work-group reduction into an array that is neither an argument nor a local array")
+        return f"s{site}", [self.serial.layout.word(array, k) for k in range(rank)]
+
+
+def _body_alloc(r: FunctionRenderer, inst: Instruction) -> None:
+    """A private C array, or this work item's copy in the scratch buffer, filled as a fresh array."""
+    assert isinstance(r, BodyRenderer)
+    if inst not in r.loop.scratch:
+        return _lower_alloc(r, inst)
+    name = r.names[inst]
+    check_shape(r, inst, inst.operands)
+    for k, extent in enumerate(inst.operands):
+        r.emit(f"{name}_d{k} = {r.name(extent)};")
+    count = scratch_count(r, inst, "inner")
+    r.emit(f"{name} = s{r.serial.site_of[inst]} + gid * ({count});")
+    element: ScalarType = inst.type.element  # type: ignore[attr-defined]
+    fill = "0" if "zeroed" in inst.flags else _uninitialized_fill(r, element)
+    r.emit(f"for (long k = 0; k < {count}; k++) {name}[k] = ({r.lang.storage(element)}){fill};")
+    return None
+
+
+def _body_atomic_add(r: FunctionRenderer, inst: Instruction) -> None:
+    assert isinstance(r, BodyRenderer)
+    value, array, *indices = inst.operands
+    element: ScalarType = array.type.element  # type: ignore[attr-defined]
+    mode = r.loop.modes.get(inst, "atomic")
+    offset = _flat_index(r, inst, array, tuple(indices))
+    target = f"{r.name(array)}[{offset}]"
+    if mode == "group" and not r.naive:
+        acc = r.accumulator(inst)
+        r.emit(f"*{acc} = {wrapping_add(r.lang, element, f'*{acc}', r.name(value))};")
+    elif mode == "owned":
+        r.emit(f"{target} = {wrapping_add(r.lang, element, target, r.name(value))};")
+    else:
+        r.emit(atomic_add(r.lang, element, f"&{target}", r.name(value)))
+
+
+BODY_LOWERINGS: dict[Op, Lowering] = {Op.ALLOC: _body_alloc, Op.ATOMIC_ADD: _body_atomic_add}

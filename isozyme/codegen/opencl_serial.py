@@ -1,0 +1,233 @@
+"""The entry function as the serial kernel `iz_serial` (`SerialRenderer`), which runs as one work item and
+yields to the host for every launch of a parallel loop, every local array and every grow
+(`opencl_program.py` describes the execution).
+
+The serial kernel saves every variable in the control buffer (`opencl_control.py`) before it returns to
+the host, and a resume restores them all and jumps to the point it stopped at (`RESTORE`, then a
+`switch`), so it continues as if it had never stopped. The blocks of a parallel loop other than its header
+are never run here: the host runs them as the loop's kernel (`opencl_loop_kernels.py`).
+"""
+
+from __future__ import annotations
+
+from isozyme.codegen.error_sites import ErrorSite, register_site
+from isozyme.codegen.opencl_control import (
+    ALLOC,
+    ARG0,
+    DONE,
+    ERROR,
+    GROW,
+    KIND,
+    LAUNCH,
+    REDUCTIONS,
+    RESUME,
+    RETURN,
+    AllocSite,
+    Layout,
+    argument_declarations,
+    kernel_params,
+    load_word,
+    store_word,
+    wrapping_add,
+)
+from isozyme.codegen.opencl_function import FunctionRenderer, Lowering
+from isozyme.codegen.opencl_language import CodegenError, OpenCLRenderer
+from isozyme.codegen.opencl_lowerings import LOWERINGS, _lower_alloc, check_shape, check_size
+from isozyme.codegen.out_of_ssa import OutOfSSA
+from isozyme.codegen.parallel_loops import ParallelLoop
+from isozyme.ssa.ir import Block, Function, Instruction
+from isozyme.ssa.ops import Op
+from isozyme.ssa.types import ArrayType, ScalarType
+
+
+class SerialRenderer(FunctionRenderer):
+    """The entry function as the serial kernel `iz_serial` (module docstring)."""
+
+    def __init__(self, lang: OpenCLRenderer, function: Function, plan: OutOfSSA, loops: list[ParallelLoop],
+                 reductions: int) -> None:
+        super().__init__(lang, function, plan, LOWERINGS)
+        self.loops = loops
+        self.by_header = {loop.header: loop for loop in loops}
+        self.hidden = {block for loop in loops for block in loop.loop.blocks if block is not loop.header}
+        self.layout = Layout(REDUCTIONS + reductions)
+        self.site_of: dict[Instruction, int] = {}
+        self.allocs: list[AllocSite] = []
+        self.resumes = 0
+        for loop in loops:
+            for alloc, kind in loop.scratch.items():
+                if kind == "inner":
+                    self.add_site(alloc)
+
+    def alloc_space(self, alloc: Instruction) -> str | None:
+        return self.lang.private_space if alloc.block in self.hidden and alloc not in self.site_of else None
+
+    def lowering(self, op: Op) -> Lowering | None:
+        return SERIAL_LOWERINGS.get(op) or super().lowering(op)
+
+    def add_site(self, alloc: Instruction) -> None:
+        self.site_of[alloc] = len(self.allocs)
+        element: ScalarType = alloc.type.element  # type: ignore[attr-defined]
+        fill = 0 if "zeroed" in alloc.flags else _uninitialized_fill_value(element)
+        self.allocs.append(AllocSite(str(element), fill, str(alloc.loc) if alloc.loc else None))
+
+    def target(self, source: Block, successor: Block) -> str:
+        loop = self.by_header.get(successor)
+        if loop is not None and source not in loop.loop:
+            return f"P{loop.number}"
+        if successor in self.hidden:
+            return "L_trap"
+        return self.labels[successor]
+
+    def fail_return(self) -> str:
+        return "return;"
+
+    def render(self) -> list[str]:
+        self.declare_all()
+        self._plan_layout()
+        self.render_blocks([block for block in self.blocks if block not in self.hidden])
+        for loop in self.loops:
+            self._launch(loop)
+        trap = register_site(self.lang.sites, ErrorSite("assert", None, "prange", {
+            "message": "internal error: the serial kernel reached the body of a parallel loop"}))
+        self.lines += ["L_trap:;", f"  err[0] = {trap}; return;", "SAVE:;", *self._save(), "  return;",
+                       "RESTORE:;", *self._restore(), "  switch (ctl[1]) {",
+                       *(f"    case {r}: goto R{r};" for r in range(1, self.resumes + 1)), "  }", "  goto L_trap;"]
+        params = [*kernel_params(self.lang, self.function), *self.site_params(), "__global long* ctl",
+                  "__global long* heap"]
+        head = [f"__kernel void iz_serial({', '.join(params)}) {{", f"  __global long* err = ctl + {ERROR};",
+                *argument_declarations(self.lang, self.function)]
+        start = ["  if (err[0] != 0) return;", f"  if (ctl[{RESUME}] != 0) goto RESTORE;"]
+        return [*head, *self.decls, *start, *self.lines, "}"]
+
+    def site_params(self) -> list[str]:
+        return [f"{self.lang.pointer(alloc.type)} restrict s{site}" for alloc, site in self.site_of.items()]  # type: ignore
+
+    def _plan_layout(self) -> None:
+        for block in self.blocks:
+            if block in self.hidden:
+                continue
+            for inst in block.instructions:
+                if inst.op in (Op.ALLOC, Op.VIEW):  # a view's data pointer follows from its arena's site
+                    if inst.op is Op.ALLOC:
+                        self.add_site(inst)
+                    for k in range(inst.type.rank):  # type: ignore[attr-defined]
+                        self.layout.add(inst, k)
+                elif isinstance(inst.type, ArrayType):
+                    raise CodegenError(f"{inst.op}: an array-valued {inst.op} in a kernel with parallel loops or "
+                                       "local arrays is not supported by the OpenCL backend yet")
+                elif not inst.type.is_void:
+                    self.layout.add(inst)
+
+    def _save(self) -> list[str]:
+        lines = []
+        for (value, part), word in self.layout.words.items():
+            if part >= 0:
+                lines.append(f"  ctl[{word}] = {self.names[value]}_d{part};")
+            else:
+                lines.append("  " + store_word(value.type, f"ctl[{word}]", self.names[value]))
+        return lines
+
+    def _restore(self) -> list[str]:
+        lines = [f"  {self.names[alloc]} = s{site};" for alloc, site in self.site_of.items()]
+        for (value, part), word in self.layout.words.items():
+            if part >= 0:
+                lines.append(f"  {self.names[value]}_d{part} = ctl[{word}];")
+            else:
+                lines.append(f"  {self.names[value]} = {load_word(value.type, f'ctl[{word}]')};")
+        for view in self.function.instructions():  # after the arenas and the offsets
+            if view.op is Op.VIEW and view.block not in self.hidden:
+                lines.append(f"  {self.names[view]} = {view_pointer(self, view, self.name(view.operands[-2]))};")
+        return lines
+
+    def yield_to_host(self, kind: int, *args: str) -> None:
+        """Ask the host for something, save, return; the host's next launch resumes right here."""
+        self.resumes += 1
+        words = "".join(f" ctl[{ARG0 + i}] = {arg};" for i, arg in enumerate(args))
+        self.emit(f"ctl[{KIND}] = {kind};{words} ctl[{RESUME}] = {self.resumes}; goto SAVE;")
+        self.lines.append(f"R{self.resumes}:;")
+
+    def _launch(self, loop: ParallelLoop) -> None:
+        self.lines.append(f"P{loop.number}:;")
+        trip = self.name(loop.trip)
+        anchor = next(p for p in loop.header.phis if "parallel" in p.flags)
+        self.check(f"{trip} >= 0", anchor, "assert", [], message="a prange loop whose trip count is negative "
+                   "never ends")
+        for alloc, kind in loop.scratch.items():  # one copy per work item
+            count = scratch_count(self, alloc, kind)
+            check_size(self, alloc, [trip, f"({count})"])
+            self.yield_to_host(ALLOC, str(self.site_of[alloc]), f"({count}) * {trip}", "1" if kind == "inner" else "0")
+        for reduction in loop.reductions:
+            self.emit(f"ctl[{REDUCTIONS + reduction.slot}] = 0;")
+        self.yield_to_host(LAUNCH, str(loop.number), trip)
+        for iv in loop.inductions:
+            phi = self.name(iv.phi)
+            self.emit(f"{phi} = (long)((ulong){phi} + (ulong){trip} * (ulong){self.name(iv.step)});")
+        for reduction in loop.reductions:
+            ty: ScalarType = reduction.phi.type  # type: ignore[assignment]
+            phi = self.name(reduction.phi)
+            self.emit(f"{phi} = {wrapping_add(self.lang, ty, phi, reduction_word(ty, reduction.slot))};")
+        self.emit(f"goto {self.labels[loop.header]};")
+
+
+def view_pointer(r: FunctionRenderer, view: Instruction, arena: str, offset: str | None = None) -> str:
+    """The data pointer of `view`: the arena's words (`arena`, a global pointer) from its offset on."""
+    return f"({r.lang.pointer(view.type)})({arena} + {offset or r.name(view.operands[-1])})"  # type: ignore[arg-type]
+
+
+def scratch_count(r: FunctionRenderer, alloc: Instruction, kind: str) -> str:
+    """The elements of one work item's copy of a scratch array: the product of its extents (operands of an
+    alloc in the loop; the saved extents of a flagged array allocated before it)."""
+    if kind == "inner":
+        return " * ".join(f"max({r.name(e)}, 0L)" for e in alloc.operands) or "1"
+    return " * ".join(f"{r.name(alloc)}_d{k}" for k in range(alloc.type.rank)) or "1"  # type: ignore[attr-defined]
+
+
+def reduction_word(ty: ScalarType, slot: int) -> str:
+    """The value of a reduction's control word (f32: the low half of the word)."""
+    word = f"ctl[{REDUCTIONS + slot}]"
+    return f"(*(__global float*)(ctl + {REDUCTIONS + slot}))" if str(ty) == "f32" else load_word(ty, word)
+
+
+def _uninitialized_fill_value(element: ScalarType) -> float | int | bool:
+    if element.is_float:
+        return float("nan")
+    if element.is_int:
+        return -(1 << (element.bits - 1))
+    return True
+
+
+def _serial_alloc(r: FunctionRenderer, inst: Instruction) -> None:
+    """In the serial kernel: extents, then ask the host for the site's buffer, filled."""
+    assert isinstance(r, SerialRenderer)
+    if inst.block in r.hidden:
+        return _lower_alloc(r, inst)
+    name = r.names[inst]
+    extents = [r.name(v) for v in inst.operands]
+    check_shape(r, inst, inst.operands)
+    if not inst.uses:  # kept for its checks only (`optimize/dead_code_elimination.py`)
+        return None
+    for k, extent in enumerate(extents):
+        r.emit(f"{name}_d{k} = {extent};")
+    count = " * ".join(f"{name}_d{k}" for k in range(len(extents)))
+    r.yield_to_host(ALLOC, str(r.site_of[inst]), count, "0")
+    return None
+
+
+def _serial_grow(r: FunctionRenderer, inst: Instruction) -> None:
+    assert isinstance(r, SerialRenderer)
+    array, count = inst.operands
+    name, wanted = r.name(array), r.name(count)
+    r.emit(f"if ({wanted} > {name}_d0) {{")
+    r.emit(f"  long grown = max({wanted}, 2 * {name}_d0); long old = {name}_d0; {name}_d0 = grown;")
+    r.yield_to_host(GROW, str(r.site_of[array]), "grown", "old")  # type: ignore[index]
+    r.lines.insert(len(r.lines) - 1, "  }")  # the resume label follows the block
+
+
+def _serial_ret(r: FunctionRenderer, inst: Instruction) -> None:
+    if inst.operands:
+        value = inst.operands[0]
+        r.emit(store_word(value.type, f"ctl[{RETURN}]", r.name(value)))
+    r.emit(f"ctl[{KIND}] = {DONE}; return;")
+
+
+SERIAL_LOWERINGS: dict[Op, Lowering] = {Op.ALLOC: _serial_alloc, Op.GROW: _serial_grow, Op.RET: _serial_ret}
