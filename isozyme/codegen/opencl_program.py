@@ -1,7 +1,7 @@
 """The OpenCL program of a kernel: a serial kernel that yields to the host, and one NDRange kernel per
 parallel loop (`parallel_loops.py`).
 
-    program = emit_opencl(module, module["heat"], CodegenOptions())
+    program = emit_opencl(module, module["heat"], CodegenOptions(), writable=frozenset({1}))
     program.source          # OpenCL C: helpers, the module's other functions, the loop bodies, the kernels
     program.serial          # "iz_serial"
     program.loops[k].name   # "iz_par<k>": parallel loop k, one work item per iteration
@@ -49,7 +49,6 @@ from isozyme.codegen.opencl_lowerings import LOWERINGS
 from isozyme.codegen.opencl_serial import SerialRenderer
 from isozyme.codegen.out_of_ssa import OutOfSSA, out_of_ssa
 from isozyme.codegen.parallel_loops import plan_parallel_loops
-from isozyme.optimize.function_attributes import module_memory_effects
 from isozyme.ssa.ir import Function, Module
 
 
@@ -98,15 +97,16 @@ def render_called_functions(lang: OpenCLRenderer, plans: dict[Function, OutOfSSA
     return [*prototypes, *definitions]
 
 
-def emit_opencl(module: Module, entry: Function, options: CodegenOptions, reduction: str = "group") -> OpenCLProgram:
-    """The OpenCL program of `module` with `entry` as the kernel (module docstring). `reduction="atomic"`
+def emit_opencl(module: Module, entry: Function, options: CodegenOptions, writable: frozenset[int],
+                reduction: str = "group") -> OpenCLProgram:
+    """The OpenCL program of `module` with `entry` as the kernel (module docstring). `writable` is what the
+    caller's memory-effects analysis found `entry` may write (`OpenCLProgram.writable`). `reduction="atomic"`
     replaces work-group reductions by one atomic add per work item (a baseline for benchmarks).
     Out-of-SSA and the parallel-loop rewrite change `module` in place (it stays valid SSA with the same
     semantics); the caller passes a module it owns."""
     for function in module:
         if function.return_type.is_array:
             raise CodegenError(f"@{function.name} returns an array, which compiled code cannot do")
-    writable = frozenset(module_memory_effects(module)[entry].writes)
     lang = OpenCLRenderer(options)
     plans = {fn: out_of_ssa(fn) for fn in module if fn is not entry}
     plan = out_of_ssa(entry)

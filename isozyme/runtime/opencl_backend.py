@@ -54,6 +54,7 @@ from isozyme.codegen.opencl_control import (
     AllocSite,
 )
 from isozyme.codegen.opencl_program import LoopKernel, OpenCLProgram, emit_opencl
+from isozyme.optimize.function_attributes import module_memory_effects
 from isozyme.optimize.loop_canonicalization import canonicalize_loop_structure
 from isozyme.optimize.memory_reuse import place_module_in_arena
 from isozyme.runtime import disk_cache, host_identity, opencl_counters
@@ -160,7 +161,8 @@ def _emit(module: Module, function: Function, options: CodegenOptions) -> OpenCL
     have several latches), as the parallel-loop analysis needs."""
     canonicalize_loop_structure(function)
     place_module_in_arena(module)  # after every SSA pass, right before codegen (optimize/memory_reuse.py)
-    return emit_opencl(module, function, options, reduction_mode())
+    writable = frozenset(module_memory_effects(module)[function].writes)
+    return emit_opencl(module, function, options, writable, reduction_mode())
 
 
 def heap_megabytes() -> int:
