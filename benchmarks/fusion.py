@@ -57,7 +57,7 @@ from example_modules import load_example  # noqa: E402  (tests/example_modules.p
 
 import isozyme as iz  # noqa: E402
 from isozyme.benchmark_checks import MISMATCH, Check, exit_status  # noqa: E402
-from isozyme.runtime import opencl_backend  # noqa: E402
+from isozyme.runtime import opencl_backend, opencl_device  # noqa: E402
 
 SETTINGS = {"off": "0", "on": "1"}
 """`ISOZYME_LOOP_FUSION` for each column."""
@@ -194,7 +194,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     repeats = args.repeats if args.repeats is not None else (2 if args.quick else 25)
     heat_sizes = [int(n) for n in (args.heat or ("200" if args.quick else "1000,2048,4096")).split(",")]
     measured, checks = zip(*(measure(case, repeats) for case in cases(args.quick, heat_sizes)), strict=True)
-    name = opencl_backend.device().name
+    name = opencl_device.device().name
     print(f"loop fusion off -> on, OpenCL gradients on {name}")
     print(table([(m["off"], m["on"]) for m in measured], checks))
     differences = {m["off"]["case"]: c["fusion"].error for m, c in zip(measured, checks, strict=True)}

@@ -55,7 +55,7 @@ from gmm import HALF_LOG_2PI, log_wishart_prior, logsumexp, qtimesx, sqnorm  # n
 import isozyme as iz  # noqa: E402
 from isozyme import Active, Array, Const, Duplicated, f64, i64  # noqa: E402
 from isozyme.benchmark_checks import MISMATCH, Check, checks_json, exit_status  # noqa: E402
-from isozyme.runtime.opencl_backend import device  # noqa: E402
+from isozyme.runtime.opencl_device import device  # noqa: E402
 
 GPU_TOLERANCE = 1e-10
 GPU_REASON = ("the same f64 math, its sums taken in another order (contracted multiply-adds, work-group sums, "

@@ -17,7 +17,7 @@ from isozyme.runtime.autodiff import Active, Const, Duplicated, autodiff, fwddif
 from isozyme.runtime.device_array import DeviceArray, to_device
 from isozyme.runtime.kernel import Kernel, kernel, show_ir
 from isozyme.runtime.memory_report import show_memory
-from isozyme.version import VERSION
+from isozyme.runtime.version import VERSION
 
 sqrt = MATH_FUNCTIONS["sqrt"]
 exp = MATH_FUNCTIONS["exp"]

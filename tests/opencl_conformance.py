@@ -18,7 +18,7 @@ import pytest
 def on_gpu() -> bool:
     """Is the OpenCL device that the tests use (`ISOZYME_OPENCL_DEVICE`) a GPU? False without OpenCL."""
     try:
-        from isozyme.runtime.opencl_backend import device
+        from isozyme.runtime.opencl_device import device
         return device().is_gpu
     except Exception:  # no pyopencl, no platform: the OpenCL tests skip or fail on their own
         return False
@@ -42,7 +42,7 @@ def opencl_missing() -> str | None:
         import pyopencl  # noqa: F401
     except ImportError:
         return "the opencl backend needs pyopencl"
-    from isozyme.runtime.opencl_backend import OpenCLUnavailable, device
+    from isozyme.runtime.opencl_device import OpenCLUnavailable, device
     try:
         device()
     except OpenCLUnavailable as error:  # pragma: no cover - depends on the machine

@@ -19,7 +19,7 @@ from isozyme.runtime.autodiff import Duplicated, _check_shadow
 from isozyme.ssa.types import F32, F64, I32, ArrayType
 
 pytest.importorskip("pyopencl", reason="device arrays need pyopencl")
-from isozyme.runtime.opencl_backend import OpenCLUnavailable, device  # noqa: E402
+from isozyme.runtime.opencl_device import OpenCLUnavailable, device  # noqa: E402
 
 try:
     device()

@@ -756,7 +756,7 @@ def test_placement_keeps_random_kernels(case: tuple[kernelgen.Program, tuple[Any
 
 def _opencl_missing() -> str:
     try:
-        from isozyme.runtime.opencl_backend import device
+        from isozyme.runtime.opencl_device import device
         device()
     except Exception as error:  # noqa: BLE001 - any reason the device cannot be had
         return f"no OpenCL device: {error}"

@@ -26,7 +26,8 @@ from isozyme.ssa.parser import parse_module
 from isozyme.ssa.verifier import verify
 
 pytest.importorskip("pyopencl", reason="the opencl backend needs pyopencl")
-from isozyme.runtime.opencl_backend import OpenCLUnavailable, compile_opencl, device  # noqa: E402
+from isozyme.runtime.opencl_backend import compile_opencl  # noqa: E402
+from isozyme.runtime.opencl_device import OpenCLUnavailable, device  # noqa: E402
 
 try:
     device()

@@ -34,7 +34,8 @@ from isozyme.codegen.address_spaces import c_name, version_name
 from isozyme.ssa.parser import parse_module
 
 pytest.importorskip("pyopencl", reason="the opencl backend needs pyopencl")
-from isozyme.runtime.opencl_backend import OpenCLUnavailable, SerialLoopWarning, device  # noqa: E402
+from isozyme.runtime.opencl_backend import SerialLoopWarning  # noqa: E402
+from isozyme.runtime.opencl_device import OpenCLUnavailable, device  # noqa: E402
 
 try:
     device()

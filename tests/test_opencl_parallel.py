@@ -48,7 +48,8 @@ import isozyme as iz
 from isozyme import Array, f32, f64, i64
 
 pytest.importorskip("pyopencl", reason="the opencl backend needs pyopencl")
-from isozyme.runtime.opencl_backend import OpenCLUnavailable, SerialLoopWarning, device  # noqa: E402
+from isozyme.runtime.opencl_backend import SerialLoopWarning  # noqa: E402
+from isozyme.runtime.opencl_device import OpenCLUnavailable, device  # noqa: E402
 
 try:
     device()

@@ -155,7 +155,7 @@ def test_the_gradient_keeps_the_allocations_check(backend: str) -> None:
 def test_more_than_the_devices_largest_buffer_names_the_limit(backend: str) -> None:
     """A size that fits 64 bits but not one buffer of the device: MemoryError naming the alloc's line and
     CL_DEVICE_MAX_MEM_ALLOC_SIZE, raised before anything is allocated."""
-    from isozyme.runtime.opencl_backend import device
+    from isozyme.runtime.opencl_device import device
 
     rows = device().largest_buffer // 8 + 1
     with pytest.raises(MemoryError, match=r"test_traps.py:\d+:\d+: alloc: cannot allocate \d+ bytes of local "

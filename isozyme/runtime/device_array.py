@@ -1,27 +1,26 @@
 """Device arrays (DESIGN 1.4 and 6): `iz.to_device(array)` copies a numpy array into an OpenCL buffer once,
 so that OpenCL kernels can use it across calls without copying it in and out each time.
 
-    x = iz.to_device(np.linspace(0.0, 1.0, 1000))   # a DeviceArray on opencl_backend.device()
+    x = iz.to_device(np.linspace(0.0, 1.0, 1000))   # a DeviceArray on opencl_device.device()
     norm(x, 1000)                                   # backend="opencl": no copy
     x.get()                                         # a new numpy array with the contents
 
 A `DeviceArray` is C-contiguous and holds one of the kernel language's dtypes (bool, int32, int64, float32,
 float64). OpenCL has no empty buffers, so a zero-length array owns a buffer of one element. Copies go
 through the device's in-order queue, so they are ordered with the kernels launched on it; `get` and `set`
-block until their copy is done. This module imports pyopencl (through `opencl_backend._pyopencl`) and the
-OpenCL backend on first use only: argument checking imports it on every path, and it never imports
-llvmlite.
+block until their copy is done. This module imports pyopencl (through `opencl_device.import_pyopencl`) on
+first use only: argument checking imports it on every path, and it never imports llvmlite. It sits below
+the OpenCL backend (`opencl_backend.py` imports it), never above.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from isozyme.runtime.opencl_backend import Device
+from isozyme.runtime.opencl_device import Device, device, import_pyopencl
 
 DEVICE_DTYPES = tuple(np.dtype(name) for name in ("bool", "int32", "int64", "float32", "float64"))
 """The dtypes a device array may hold: those of the kernel language's scalar types."""
@@ -68,7 +67,7 @@ class DeviceArray:
         """A new numpy array with the contents (a blocking copy from the device)."""
         host = np.empty(self.shape, dtype=self.dtype)
         if self.size:
-            _pyopencl().enqueue_copy(self.where.queue, host, self.data, is_blocking=True)
+            import_pyopencl().enqueue_copy(self.where.queue, host, self.data, is_blocking=True)
         return host
 
     def set(self, array: np.ndarray) -> None:
@@ -80,11 +79,11 @@ class DeviceArray:
         if array.shape != self.shape:
             raise ValueError(f"DeviceArray.set needs shape {self.shape}, got {array.shape}")
         if self.size:
-            _pyopencl().enqueue_copy(self.where.queue, self.data, _c_contiguous(array), is_blocking=True)
+            import_pyopencl().enqueue_copy(self.where.queue, self.data, _c_contiguous(array), is_blocking=True)
 
     def copy(self) -> DeviceArray:
         """A new device array with the same contents (copied on the device, not through the host)."""
-        cl = _pyopencl()
+        cl = import_pyopencl()
         data = cl.Buffer(self.where.context, cl.mem_flags.READ_WRITE, _buffer_bytes(self.size, self.dtype))
         if self.size:
             cl.enqueue_copy(self.where.queue, data, self.data, byte_count=self.nbytes)
@@ -96,7 +95,7 @@ class DeviceArray:
 
 
 def to_device(array: object) -> DeviceArray:
-    """A new device array on `opencl_backend.device()` holding a copy of `array` (anything `np.asarray`
+    """A new device array on `opencl_device.device()` holding a copy of `array` (anything `np.asarray`
     takes, of a dtype in `DEVICE_DTYPES`: TypeError naming the dtype otherwise); a DeviceArray as it is."""
     if isinstance(array, DeviceArray):
         return array
@@ -105,17 +104,11 @@ def to_device(array: object) -> DeviceArray:
         names = ", ".join(dtype.name for dtype in DEVICE_DTYPES[:-1])
         raise TypeError(f"iz.to_device takes arrays of dtype {names} or {DEVICE_DTYPES[-1].name}, "
                         f"not {_dtype_text(host.dtype)}")
-    from isozyme.runtime.opencl_backend import device  # on first use: see the module docstring
     where = device()
-    cl = _pyopencl()
+    cl = import_pyopencl()
     source = _c_contiguous(host) if host.size else np.zeros(1, dtype=host.dtype)  # no empty buffers
     data = cl.Buffer(where.context, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=source)
     return DeviceArray(data, host.shape, host.dtype, where)
-
-
-def _pyopencl() -> Any:
-    from isozyme.runtime.opencl_backend import _pyopencl as import_pyopencl
-    return import_pyopencl()
 
 
 def _c_contiguous(array: np.ndarray) -> np.ndarray:

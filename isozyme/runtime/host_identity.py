@@ -29,7 +29,7 @@ import sys
 from pathlib import Path
 
 from isozyme.runtime.disk_cache import sha256
-from isozyme.version import VERSION
+from isozyme.runtime.version import VERSION
 
 VOLATILE_CPUINFO_FIELDS = frozenset({"processor", "cpu MHz", "bogomips", "BogoMIPS", "physical id", "siblings",
                                      "core id", "cpu cores", "apicid", "initial apicid"})

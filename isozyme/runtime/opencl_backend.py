@@ -3,9 +3,8 @@
     entry = compile_opencl(module, function, CodegenOptions())
     entry(out, x, 1000)             # checked arguments: numpy arrays copied in and out, device arrays not
 
-The device is the first whose platform or device name contains `ISOZYME_OPENCL_DEVICE` (case-insensitive),
-by default the first CPU device (PoCL), else the first device. Programs are built once per source and
-device (in memory; pyopencl and the drivers keep the binaries on disk). Before emitting, every loop gets
+The device is `opencl_device.device()` (`ISOZYME_OPENCL_DEVICE` chooses it). Programs are built once per
+source and device (in memory; pyopencl and the drivers keep the binaries on disk). Before emitting, every loop gets
 a preheader and one latch (`canonicalize_loop_structure`), which the parallel-loop analysis needs. A call
 (`Runner`) copies numpy arrays into buffers, then runs the serial kernel and serves its requests until it
 is done: LAUNCH a parallel loop's kernel (as many work groups as the trip count needs; on a GPU at most
@@ -14,7 +13,8 @@ array's buffer (kept from call to call, grown when a call needs more). It then c
 the program may write (`OpenCLProgram.writable`; the others, read-only ones too, are only copied in) and
 checks the error record: a failure raises the exception the interpreter raises
 (`codegen/error_sites.py`). A `prange` loop that runs serially gives a `SerialLoopWarning` saying why.
-pyopencl is imported on first use only, and this path never imports llvmlite.
+pyopencl is imported on first use only (`opencl_device.import_pyopencl`), and this path never imports
+llvmlite.
 
 `with counting() as stats:` counts what the calls in the block do (`runtime/opencl_counters.py`): NDRange
 launches of loop kernels, runs of the serial kernel (each resume one), buffer allocations and fills, and a
@@ -58,75 +58,17 @@ from isozyme.optimize.function_attributes import module_memory_effects
 from isozyme.optimize.loop_canonicalization import canonicalize_loop_structure
 from isozyme.optimize.memory_reuse import place_module_in_arena
 from isozyme.runtime import disk_cache, host_identity, opencl_counters
+from isozyme.runtime.device_array import DeviceArray
 from isozyme.runtime.disk_cache import sha256
 from isozyme.runtime.opencl_counters import OpenCLStats as OpenCLStats  # re-exported
 from isozyme.runtime.opencl_counters import counting as counting  # `opencl_backend.counting()`
+from isozyme.runtime.opencl_device import Device, device, import_pyopencl
 from isozyme.ssa.ir import Function, Module
 from isozyme.ssa.printer import print_module
 from isozyme.ssa.types import ArrayType, ScalarType
 
 BUILD_OPTIONS = "-cl-fp32-correctly-rounded-divide-sqrt"
 """f32 division and sqrt correctly rounded, as in IEEE arithmetic (the interpreter's)."""
-
-
-class OpenCLUnavailable(RuntimeError):
-    """pyopencl or a matching OpenCL device is missing."""
-
-
-@dataclass
-class Device:
-    """A chosen device with its context and queue."""
-
-    context: Any
-    queue: Any
-    name: str
-    units: int
-    """Compute units (streaming multiprocessors, CPU cores)."""
-    is_gpu: bool
-    float_atomics: bool = False
-    """Has `cl_ext_float_atomics` and OpenCL C 3.0."""
-    largest_buffer: int = 2**63 - 1
-    """`CL_DEVICE_MAX_MEM_ALLOC_SIZE`: the most bytes of one buffer."""
-
-
-def _pyopencl() -> Any:
-    try:
-        import pyopencl
-    except ImportError as error:
-        raise OpenCLUnavailable("the opencl backend needs pyopencl (pip install pyopencl pocl-binary-distribution)") \
-            from error
-    return pyopencl
-
-
-@functools.cache
-def device(selector: str | None = None) -> Device:
-    """The device that `selector` (or `ISOZYME_OPENCL_DEVICE`) names, by default the first CPU device."""
-    cl = _pyopencl()
-    wanted = (selector if selector is not None else os.environ.get("ISOZYME_OPENCL_DEVICE", "")).lower()
-    try:
-        candidates = [(p, d) for p in cl.get_platforms() for d in p.get_devices()]
-    except cl.Error as error:
-        raise OpenCLUnavailable(f"no OpenCL platform: {error}") from error
-    if wanted:
-        chosen = [(p, d) for p, d in candidates if wanted in p.name.lower() or wanted in d.name.lower()]
-    else:
-        chosen = [(p, d) for p, d in candidates if d.type & cl.device_type.CPU] or candidates
-    if not chosen:
-        raise OpenCLUnavailable(f"no OpenCL device matches ISOZYME_OPENCL_DEVICE={wanted!r}" if wanted
-                                else "no OpenCL device")
-    platform, dev = chosen[0]
-    context = cl.Context([dev])
-    return Device(context, cl.CommandQueue(context), f"{platform.name}: {dev.name}", dev.max_compute_units,
-                  bool(dev.type & cl.device_type.GPU), _has_float_atomics(cl, dev), dev.max_mem_alloc_size)
-
-
-def _has_float_atomics(cl: Any, dev: Any) -> bool:
-    try:
-        versions = [v.version for v in dev.opencl_c_all_versions]
-    except (AttributeError, cl.Error):  # an OpenCL 1.2 platform
-        return False
-    opencl_c_3 = 3 << 22  # CL_MAKE_VERSION(3, 0, 0)
-    return "cl_ext_float_atomics" in dev.extensions.split() and any(v >= opencl_c_3 for v in versions)
 
 
 _PROGRAMS: dict[tuple[str, str], Any] = {}
@@ -136,7 +78,7 @@ def build(source: str, where: Device) -> Any:
     """The program built from `source` for `where`, cached per source and device."""
     key = (source, where.name)
     if key not in _PROGRAMS:
-        cl = _pyopencl()
+        cl = import_pyopencl()
         with warnings.catch_warnings():  # drivers' notes on generated code (PYOPENCL_COMPILER_OUTPUT=1 shows them)
             warnings.simplefilter("ignore", cl.CompilerWarning)
             _PROGRAMS[key] = cl.Program(where.context, source).build(options=build_options(where))
@@ -265,7 +207,7 @@ class Runner:
         built = build(program.source, where)
         self.program = program
         self.where = where
-        cl = _pyopencl()
+        cl = import_pyopencl()
         self.serial = cl.Kernel(built, program.serial)
         self.loops = [cl.Kernel(built, loop.name) for loop in program.loops]
         self.types = types
@@ -295,9 +237,7 @@ class Runner:
             return self._call(values)
 
     def _call(self, values: Sequence[object]) -> object:
-        from isozyme.runtime.device_array import DeviceArray  # it imports this module
-
-        cl = _pyopencl()
+        cl = import_pyopencl()
         where, flags = self.where, cl.mem_flags
         args: list[object] = []
         uploads: list[np.ndarray] = []
@@ -338,7 +278,7 @@ class Runner:
         return _python_scalar(self.return_type, header[RETURN])
 
     def _run(self, args: list[object], control: Any, header: np.ndarray) -> None:
-        cl = _pyopencl()
+        cl = import_pyopencl()
         queue = self.where.queue
         while True:
             self.serial(queue, (1,), (1,), *args, *(buffer for buffer, _ in self.sites), control, self.heap[0])
@@ -370,7 +310,7 @@ class Runner:
     def _buffer(self, site: AllocSite, count: int) -> Any:
         """A device buffer of `count` elements for the local arrays of `site`; MemoryError naming the
         alloc's line when the device cannot hold it in one buffer."""
-        cl = _pyopencl()
+        cl = import_pyopencl()
         size = max(count, 1) * np.dtype(_SCALAR_DTYPES[site.element]).itemsize
         opencl_counters.add("buffer_allocations")
         problem = None
@@ -387,7 +327,7 @@ class Runner:
     def _fill(self, site: int, start: int, stop: int) -> None:
         if stop <= start:
             return
-        cl = _pyopencl()
+        cl = import_pyopencl()
         info = self.program.allocs[site]
         dtype = np.dtype(_SCALAR_DTYPES[info.element])
         pattern = np.array([info.fill], dtype=dtype)
@@ -406,7 +346,7 @@ class Runner:
     def _grow(self, site: int, new: int, old: int) -> None:
         if self.counted is not None:
             self.counted.site_elements[site] = new
-        cl = _pyopencl()
+        cl = import_pyopencl()
         buffer = self._buffer(self.program.allocs[site], new)
         itemsize = np.dtype(_SCALAR_DTYPES[self.program.allocs[site].element]).itemsize
         if old:
@@ -461,7 +401,7 @@ class _CountedCall:
     def control_words(self, control: Any) -> np.ndarray:
         """The control buffer's words now (a blocking copy: only while counting)."""
         words = np.zeros(self.runner.program.control_words, dtype=np.int64)
-        _pyopencl().enqueue_copy(self.runner.where.queue, words, control, is_blocking=True)
+        import_pyopencl().enqueue_copy(self.runner.where.queue, words, control, is_blocking=True)
         return words
 
     def loop_launch(self, number: int, control: Any) -> None:

@@ -1,0 +1,76 @@
+"""The OpenCL device: pyopencl, imported on first use, and the device kernels run on, chosen once.
+
+The device is the first whose platform or device name contains `ISOZYME_OPENCL_DEVICE` (case-insensitive),
+by default the first CPU device (PoCL), else the first device. A missing pyopencl or device is an
+`OpenCLUnavailable` error when something first needs it, never at import: this module imports nothing but
+the standard library, so device arrays (`device_array.py`, which argument checking imports on every path)
+and the OpenCL backend (`opencl_backend.py`) both build on it without loading pyopencl or each other.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import dataclass
+from typing import Any
+
+
+class OpenCLUnavailable(RuntimeError):
+    """pyopencl or a matching OpenCL device is missing."""
+
+
+@dataclass
+class Device:
+    """A chosen device with its context and queue."""
+
+    context: Any
+    queue: Any
+    name: str
+    units: int
+    """Compute units (streaming multiprocessors, CPU cores)."""
+    is_gpu: bool
+    float_atomics: bool = False
+    """Has `cl_ext_float_atomics` and OpenCL C 3.0."""
+    largest_buffer: int = 2**63 - 1
+    """`CL_DEVICE_MAX_MEM_ALLOC_SIZE`: the most bytes of one buffer."""
+
+
+def import_pyopencl() -> Any:
+    """The pyopencl module, imported on first use (OpenCLUnavailable without it)."""
+    try:
+        import pyopencl
+    except ImportError as error:
+        raise OpenCLUnavailable("the opencl backend needs pyopencl (pip install pyopencl pocl-binary-distribution)") \
+            from error
+    return pyopencl
+
+
+@functools.cache
+def device(selector: str | None = None) -> Device:
+    """The device that `selector` (or `ISOZYME_OPENCL_DEVICE`) names, by default the first CPU device."""
+    cl = import_pyopencl()
+    wanted = (selector if selector is not None else os.environ.get("ISOZYME_OPENCL_DEVICE", "")).lower()
+    try:
+        candidates = [(p, d) for p in cl.get_platforms() for d in p.get_devices()]
+    except cl.Error as error:
+        raise OpenCLUnavailable(f"no OpenCL platform: {error}") from error
+    if wanted:
+        chosen = [(p, d) for p, d in candidates if wanted in p.name.lower() or wanted in d.name.lower()]
+    else:
+        chosen = [(p, d) for p, d in candidates if d.type & cl.device_type.CPU] or candidates
+    if not chosen:
+        raise OpenCLUnavailable(f"no OpenCL device matches ISOZYME_OPENCL_DEVICE={wanted!r}" if wanted
+                                else "no OpenCL device")
+    platform, dev = chosen[0]
+    context = cl.Context([dev])
+    return Device(context, cl.CommandQueue(context), f"{platform.name}: {dev.name}", dev.max_compute_units,
+                  bool(dev.type & cl.device_type.GPU), _has_float_atomics(cl, dev), dev.max_mem_alloc_size)
+
+
+def _has_float_atomics(cl: Any, dev: Any) -> bool:
+    try:
+        versions = [v.version for v in dev.opencl_c_all_versions]
+    except (AttributeError, cl.Error):  # an OpenCL 1.2 platform
+        return False
+    opencl_c_3 = 3 << 22  # CL_MAKE_VERSION(3, 0, 0)
+    return "cl_ext_float_atomics" in dev.extensions.split() and any(v >= opencl_c_3 for v in versions)
