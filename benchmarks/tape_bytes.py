@@ -33,7 +33,7 @@ import heat  # noqa: E402
 
 import isozyme as iz  # noqa: E402
 from isozyme.benchmark_checks import Check, exit_status  # noqa: E402
-from isozyme.runtime.autodiff import differentiate, parse_activity  # noqa: E402
+from isozyme.runtime.compiled_derivatives import differentiate, parse_activity  # noqa: E402
 from isozyme.ssa import interpreter  # noqa: E402
 from isozyme.ssa.ir import Instruction  # noqa: E402
 from isozyme.ssa.ops import Op  # noqa: E402

@@ -13,9 +13,10 @@ from isozyme.enzyme_ad.errors import DifferentiationError
 from isozyme.frontend.annotations import Array, boolean, f32, f64, i32, i64
 from isozyme.frontend.diagnostics import CompileError
 from isozyme.frontend.intrinsics import MATH_FUNCTIONS, empty, prange, zeros
-from isozyme.runtime.autodiff import Active, Const, Duplicated, autodiff, fwddiff, grad, hvp, show_cache
+from isozyme.runtime.autodiff import Active, Const, Duplicated, autodiff, fwddiff, grad, hvp
 from isozyme.runtime.device_array import DeviceArray, to_device
-from isozyme.runtime.kernel import Kernel, kernel, show_ir
+from isozyme.runtime.inspection import show_cache, show_ir
+from isozyme.runtime.kernel import Kernel, kernel
 from isozyme.runtime.memory_report import show_memory
 from isozyme.runtime.version import VERSION
 

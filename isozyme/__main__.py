@@ -36,7 +36,7 @@ from isozyme.optimize.pass_manager import (
     format_timing_report,
     run_passes,
 )
-from isozyme.runtime.kernel import STAGES
+from isozyme.runtime.inspection import STAGES
 from isozyme.ssa.ir import Function, Module
 from isozyme.ssa.parser import ParseError, parse_module
 from isozyme.ssa.printer import print_module
@@ -176,7 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def command_ir(args: argparse.Namespace) -> int:
     from isozyme.kernel_files import find_kernels
-    from isozyme.runtime.kernel import show_ir
+    from isozyme.runtime.inspection import show_ir
 
     try:
         kernels = find_kernels(args.kernel)

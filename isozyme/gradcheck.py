@@ -39,8 +39,9 @@ import numpy as np
 
 from isozyme.enzyme_ad.custom import reads_and_writes
 from isozyme.runtime.arguments import Parameter
-from isozyme.runtime.autodiff import Active, Const, Duplicated, _signature, argnum_positions, autodiff, fwddiff
-from isozyme.runtime.kernel import Kernel, show_ir
+from isozyme.runtime.autodiff import Active, Const, Duplicated, argnum_positions, autodiff, fwddiff
+from isozyme.runtime.inspection import show_ir
+from isozyme.runtime.kernel import Kernel
 from isozyme.ssa.types import ArrayType, Type
 
 METHODS = ("reverse", "forward", "fd")
@@ -138,7 +139,7 @@ def _element(type_: Type) -> Type:
 def _problem(kernel: Kernel, args: tuple[object, ...], argnums: int | Sequence[int] | None, seed: int) -> _Problem:
     if not isinstance(kernel, Kernel):
         raise TypeError(f"gradcheck needs an @iz.kernel, got {type(kernel).__name__}")
-    params, return_type = _signature(kernel)
+    params, return_type = kernel.signature()
     if len(args) != len(params):
         raise TypeError(f"kernel '{kernel.definition.name}' takes {len(params)} argument(s) "
                         f"({', '.join(p.name for p in params)}), got {len(args)}")

@@ -22,7 +22,7 @@ import pytest
 
 from isozyme.runtime import compile_log
 from isozyme.runtime.compile_log import CompileRecord
-from isozyme.runtime.kernel import STAGES, show_ir
+from isozyme.runtime.inspection import STAGES, show_ir
 
 DEFAULT_STAGES = ("opt", "grad-opt")
 STAGE_MODES = {"grad": ("reverse", "hvp"), "grad-opt": ("reverse", "hvp"), "fwd": ("forward",), "fwd-opt": ("forward",)}

@@ -32,7 +32,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from isozyme.gradcheck import GradcheckError, GradcheckResult, gradcheck
-from isozyme.runtime.kernel import Kernel, show_ir
+from isozyme.runtime.inspection import show_ir
+from isozyme.runtime.kernel import Kernel
 from isozyme.runtime.race_detector import DataRace, check_races
 
 __all__ = ["DataRace", "GradcheckError", "GradcheckResult", "assert_ir", "check_races", "gradcheck", "run_lines",

@@ -12,7 +12,7 @@ import pytest
 import isozyme as iz
 from isozyme import Array, f64, i64
 from isozyme.enzyme_ad.activity import ArgActivity
-from isozyme.runtime.autodiff import differentiate
+from isozyme.runtime.compiled_derivatives import differentiate
 from isozyme.ssa.interpreter import StepLimitExceeded, run_function
 
 BACKENDS = ["interp", "llvm"]

@@ -41,7 +41,7 @@ from isozyme.optimize.memory_layout import (
     validate_plan,
 )
 from isozyme.optimize.memory_reuse import place_in_arena, place_module_in_arena, plan_memory
-from isozyme.runtime.autodiff import differentiate, parse_activity
+from isozyme.runtime.compiled_derivatives import differentiate, parse_activity
 from isozyme.runtime.llvm_backend import llvm_ir
 from isozyme.ssa import interpreter
 from isozyme.ssa.interpreter import run_function

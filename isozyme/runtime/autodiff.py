@@ -1,6 +1,7 @@
 """The differentiation API of DESIGN 1.3: `iz.autodiff`, `iz.grad`, `iz.fwddiff`, `iz.hvp`, `Const`,
-`Duplicated`, `Active`, and the inspection helpers `show_cache` and the `grad`/`grad-opt` and `fwd`/`fwd-opt`
-stages of `show_ir`. Forward mode and Hessian-vector products are described in their section below.
+`Duplicated`, `Active`. Forward mode and Hessian-vector products are described in their section below. This
+module checks what the user passes and calls the derivatives `compiled_derivatives.py` compiles; the
+inspection helpers (`show_cache`, the derivative stages of `show_ir`) are in `inspection.py`.
 
 `autodiff(kernel, *args, seed=None, opt="post", backend=None)` is Enzyme's combined reverse mode: each
 argument is `Const(v)` (or a plain value), `Duplicated(array, shadow)` or `Active(scalar)`. The kernel runs
@@ -16,8 +17,7 @@ is read as JAX reads it (`argnum_positions`: a negative one counts from the end;
 named twice is a ValueError), for `hvp` too.
 
 A gradient is compiled once per kernel, activity pattern, `opt`, backend and checked mode, through the
-pipeline of `enzyme_ad/gradient.py`; on the `llvm` backend its object code goes through the same memory
-and disk caches as a primal kernel (the pipeline name carries the activity and `opt`). The checks made
+pipeline of `enzyme_ad/gradient.py` (`compiled_derivatives.py`). The checks made
 before every call, besides the kernel's own argument checks (which cover the shadows too: dtype, rank,
 contiguity, no two arrays sharing memory): `Duplicated` needs a float array and a shadow of the same
 dtype and shape; `Active` needs a float scalar parameter; integers are never active (TypeError naming the
@@ -27,36 +27,19 @@ parameter).
 from __future__ import annotations
 
 import operator
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from isozyme.enzyme_ad.activity import ArgActivity
-from isozyme.enzyme_ad.custom import differentiated_activities
-from isozyme.enzyme_ad.errors import DifferentiationError
-from isozyme.enzyme_ad.forward import forward_parameters
-from isozyme.enzyme_ad.gradient import (
-    ForwardDerivative,
-    Gradient,
-    check_opt,
-    forward_derivative,
-    hessian_vector_product,
-    hvp_parameters,
-    reverse_gradient,
-)
-from isozyme.enzyme_ad.reverse import gradient_parameters
-from isozyme.optimize.pass_manager import PassOptions
-from isozyme.runtime import compile_log, race_detector
-from isozyme.runtime.arguments import Parameter, check_arguments, writable_parameters
+from isozyme.enzyme_ad.gradient import check_opt, hvp_parameters
+from isozyme.runtime.arguments import Parameter
+from isozyme.runtime.compiled_derivatives import compiled_forward, compiled_gradient, compiled_hvp
 from isozyme.runtime.device_array import DeviceArray
-from isozyme.runtime.kernel import Kernel, _print_ir_request
+from isozyme.runtime.kernel import Kernel
 from isozyme.ssa import interpreter
-from isozyme.ssa.ir import Function, Module
-from isozyme.ssa.printer import print_module
 from isozyme.ssa.types import ArrayType, Type
-from isozyme.ssa.verifier import verify
 
 
 @dataclass(frozen=True)
@@ -83,148 +66,6 @@ class Active:
 
 
 Annotated = Const | Duplicated | Active
-
-
-@dataclass
-class CompiledGradient:
-    """`diffe_<f>` compiled for one backend: call it with the arguments `gradient_parameters` lists."""
-
-    name: str
-    params: list[Parameter]
-    entry: Callable[..., object]
-
-
-# --- compiling -----------------------------------------------------------------------------------------------
-
-
-def _signature(kernel: Kernel) -> tuple[list[Parameter], Type]:
-    """The kernel's parameters and return type (lowered once per kernel)."""
-    cached = getattr(kernel, "_signature", None)
-    if cached is None:
-        _, function = kernel.lower()
-        cached = ([Parameter(arg.name or "", arg.type) for arg in function.args], function.return_type)
-        kernel._signature = cached  # type: ignore[attr-defined]
-    return cached
-
-
-def _gradient_params(kernel: Kernel, activities: tuple[ArgActivity, ...]) -> list[Parameter]:
-    params, return_type = _signature(kernel)
-    return [Parameter(p.name, p.type) for p in
-            gradient_parameters([(p.name, p.type) for p in params], activities, return_type)]
-
-
-def _stage_printer(kernel: Kernel, opt: str) -> Callable[[str, Module], None]:
-    """Prints the "grad" stage to stderr when ISOZYME_PRINT_IR asks for it."""
-    def stage(name: str, module: Module) -> None:
-        if name in _print_ir_request():
-            print(f"; *** {name} of kernel {kernel.definition.name} ({opt}) ***\n{print_module(module)}",
-                  file=sys.stderr)
-    return stage
-
-
-def differentiate(kernel: Kernel, activities: tuple[ArgActivity, ...], opt: str,
-                  on_stage: Callable[[str, Module], None] | None = None) -> Gradient:
-    """A fresh `diffe_<f>` of `kernel` (not cached: `show_ir` and `show_cache` use it)."""
-    module, function = kernel.lower()
-    print_ir = _print_ir_request()
-    options = PassOptions(print_after_all="after-all" in print_ir,
-                          print_after=print_ir - {"ssa", "opt", "grad", "grad-opt"})
-
-    printer = _stage_printer(kernel, opt)
-
-    def stage(name: str, module: Module) -> None:
-        printer(name, module)
-        if on_stage is not None:
-            on_stage(name, module)
-    try:
-        gradient = reverse_gradient(module, function, activities, opt, options, stage)
-    except DifferentiationError as error:
-        raise error.with_traceback(None) from None
-    if "grad-opt" in print_ir:
-        print(f"; *** grad-opt of kernel {kernel.definition.name} ({opt}) ***\n{print_module(module)}",
-              file=sys.stderr)
-    return gradient
-
-
-def compiled_gradient(kernel: Kernel, activities: tuple[ArgActivity, ...], opt: str,
-                      backend: str | None) -> CompiledGradient:
-    """`diffe_<f>` for these activities, compiled (cached on the kernel)."""
-    chosen = derivative_backend(kernel, backend)
-    key = ("grad", activities, check_opt(opt), chosen, kernel.codegen_options(), race_detector.checks_races(chosen))
-    compile_log.record_derivative(kernel, "reverse", activities, opt, chosen)
-    cache = kernel.__dict__.setdefault("_gradients", {})
-    if key not in cache:
-        params = _gradient_params(kernel, activities)
-        compile_for = {"llvm": _compile_llvm, "opencl": _compile_opencl}.get(chosen, _compile_interp)
-        cache[key] = CompiledGradient(f"diffe_{kernel.definition.name}", params,
-                                      compile_for(kernel, activities, opt, params))
-    return cache[key]
-
-
-def _compile_interp(kernel: Kernel, activities: tuple[ArgActivity, ...], opt: str,
-                    params: list[Parameter]) -> Callable[..., object]:
-    gradient = differentiate(kernel, activities, opt)
-    name = gradient.function.name
-    writable = writable_parameters(gradient.module, gradient.function)
-    run = race_detector.interpreted(gradient.module, gradient.function)
-
-    def entry(*args: object) -> object:
-        return run(check_arguments(name, params, args, writable=writable))
-    return entry
-
-
-def _compile_opencl(kernel: Kernel, activities: tuple[ArgActivity, ...], opt: str,
-                    params: list[Parameter]) -> Callable[..., object]:
-    module, function = kernel.lower(verify_ir=False)
-    pipeline = f"grad:{opt}:{','.join(map(str, activities))}"
-    return opencl_entry(kernel, f"diffe_{kernel.definition.name}", params, module, function, pipeline,
-                        _gradient_optimizer(kernel, function, activities, opt))
-
-
-def opencl_entry(kernel: Kernel, name: str, params: list[Parameter], module: Module, function: Function,
-                 pipeline: str, optimize: Callable[[Module], Function]) -> Callable[..., object]:
-    """The derivative `optimize` makes of the lowered `module`, run by the OpenCL backend on checked
-    arguments (device arrays accepted), through its memory and disk caches."""
-    from isozyme.runtime.opencl_backend import compile_cached
-
-    run = compile_cached(name, module, name, pipeline, optimize, kernel.codegen_options(), [p.type for p in params],
-                         function.return_type, use_disk_cache=not _print_ir_request())
-
-    def entry(*args: object) -> object:
-        return run(*check_arguments(name, params, args, device_arrays=True, writable=run.writable))
-    return entry
-
-
-def _compile_llvm(kernel: Kernel, activities: tuple[ArgActivity, ...], opt: str,
-                  params: list[Parameter]) -> Callable[..., object]:
-    from isozyme.runtime.llvm_backend import EntrySignature, compile_native
-
-    module, function = kernel.lower(verify_ir=False)
-    name = f"diffe_{kernel.definition.name}"
-    signature = EntrySignature(name, tuple(params), function.return_type)
-    pipeline = f"grad:{opt}:{','.join(map(str, activities))}"
-    return compile_native(name, module, signature, pipeline, _gradient_optimizer(kernel, function, activities, opt),
-                          kernel.codegen_options(), use_disk_cache=not _print_ir_request(),
-                          print_stages=frozenset(_print_ir_request()))
-
-
-def _gradient_optimizer(kernel: Kernel, function: Function, activities: tuple[ArgActivity, ...],
-                        opt: str) -> Callable[[Module], Function]:
-    """What a backend runs on the lowered module on a cache miss: the gradient pipeline, `diffe_<f>`."""
-    def optimize(module: Module) -> Function:
-        verify(module)
-        print_ir = _print_ir_request()
-        options = PassOptions(print_after_all="after-all" in print_ir,
-                              print_after=print_ir - {"ssa", "opt", "grad", "grad-opt"})
-        try:
-            gradient = reverse_gradient(module, function, activities, opt, options, _stage_printer(kernel, opt))
-        except DifferentiationError as error:
-            raise error.with_traceback(None) from None
-        if "grad-opt" in print_ir:
-            print(f"; *** grad-opt of kernel {kernel.definition.name} ({opt}) ***\n{print_module(module)}",
-                  file=sys.stderr)
-        return gradient.function
-    return optimize
 
 
 # --- the user's API ------------------------------------------------------------------------------------------
@@ -262,25 +103,12 @@ def _check_shadow(kernel: Kernel, param: Parameter, arg: Duplicated) -> None:
                          f"({array.dtype}, {array.shape}), not ({shadow.dtype}, {shadow.shape})")
 
 
-DERIVATIVE_BACKENDS = ("llvm", "interp", "opencl")
-"""The backends derivatives compile for."""
-
-
-def derivative_backend(kernel: Kernel, backend: str | None) -> str:
-    """The backend a derivative of `kernel` runs on; ValueError for one that cannot run derivatives yet."""
-    chosen = kernel.backend(backend)
-    if chosen not in DERIVATIVE_BACKENDS:
-        raise ValueError(f"derivatives run on the {' and '.join(DERIVATIVE_BACKENDS)} backends; the {chosen!r} "
-                         f"backend runs primal kernels only in this version (kernel '{kernel.definition.name}')")
-    return chosen
-
-
 def _checked_signature(api: str, kernel: Kernel, args: Sequence[object]) -> tuple[list[Parameter], Type]:
     """The kernel's signature, after checking that it is a kernel and that `args` has one value per
     parameter (TypeError otherwise)."""
     if not isinstance(kernel, Kernel):
         raise TypeError(f"{api} needs an @iz.kernel, got {type(kernel).__name__}")
-    params, return_type = _signature(kernel)
+    params, return_type = kernel.signature()
     if len(args) != len(params):
         raise TypeError(f"kernel '{kernel.definition.name}' takes {len(params)} argument(s) "
                         f"({', '.join(p.name for p in params)}), got {len(args)}")
@@ -353,7 +181,7 @@ def grad(kernel: Kernel, argnums: int | Sequence[int] = 0, opt: str = "post",
     """The gradient function of a float-returning kernel (module docstring)."""
     if not isinstance(kernel, Kernel):
         raise TypeError(f"grad needs an @iz.kernel, got {type(kernel).__name__}")
-    params, return_type = _signature(kernel)
+    params, return_type = kernel.signature()
     if not return_type.is_float:
         raise TypeError(f"grad needs a kernel returning a float; '{kernel.definition.name}' returns "
                         f"{return_type}: use iz.autodiff with a seeded shadow")
@@ -376,51 +204,6 @@ def grad(kernel: Kernel, argnums: int | Sequence[int] = 0, opt: str = "post",
     return gradient
 
 
-def parse_activity(kernel: Kernel, activity: Sequence[str | ArgActivity]) -> tuple[ArgActivity, ...]:
-    params, _ = _signature(kernel)
-    if len(activity) != len(params):
-        raise ValueError(f"activity needs one entry per parameter of '{kernel.definition.name}' "
-                         f"({', '.join(p.name for p in params)}), got {len(activity)}")
-    try:
-        return tuple(ArgActivity(a) if isinstance(a, str) else a for a in activity)
-    except ValueError:
-        raise ValueError(f"activities are 'const', 'dup' or 'active', got {list(activity)}") from None
-
-
-def gradient_ir(kernel: Kernel, stage: str, activity: Sequence[str | ArgActivity], opt: str = "post") -> str:
-    """The IR of `diffe_<f>`: "grad" right after AD, "grad-opt" after the optimization that follows."""
-    captured: dict[str, str] = {}
-    gradient = differentiate(kernel, parse_activity(kernel, activity), opt,
-                             on_stage=lambda name, module: captured.setdefault(name, print_module(module)))
-    return captured["grad"] if stage == "grad" else print_module(gradient.module)
-
-
-def gradient_code(kernel: Kernel, stage: str, activity: Sequence[str | ArgActivity], opt: str = "post") -> str:
-    """The code a backend makes of `diffe_<f>` for `activity`: "llvm" the LLVM IR as emitted, "llvm-opt"
-    after LLVM's O3, "opencl" the OpenCL C; built as `compiled_gradient` builds it (AD with `opt`, local
-    arrays and tapes placed in arenas), without compiling or caching anything."""
-    gradient = differentiate(kernel, parse_activity(kernel, activity), opt)
-    if stage == "opencl":
-        from isozyme.runtime.opencl_backend import opencl_source
-        return (f"// {gradient.function.name}: the gradient of {kernel.definition.name} (opt={opt})\n"
-                + opencl_source(gradient.module, gradient.function, kernel.codegen_options()))
-    from isozyme.runtime.llvm_backend import llvm_ir
-    return llvm_ir(gradient.module, gradient.function, kernel.codegen_options(), optimized=stage == "llvm-opt")
-
-
-def show_cache(kernel: Kernel, activity: Sequence[str | ArgActivity], opt: str = "post") -> str:
-    """Every value the reverse pass tapes: its name, source line, element type and number of elements
-    (JAX's `print_saved_residuals`)."""
-    gradient = differentiate(kernel, parse_activity(kernel, activity), opt)
-    lines = [f"; cache of diffe_{kernel.definition.name} (opt={opt}): {len(gradient.tapes)} taped value(s)"]
-    for tape in gradient.tapes:
-        loc = tape.loc or tape.value.loc
-        where = f"{loc.file}:{loc.line}" if loc is not None else "?"
-        name = f"%{tape.value.name}" if tape.value.name else f"<{tape.value.op}>"  # type: ignore[attr-defined]
-        lines.append(f"{name}  {tape.element}  x {tape.size_text}  at {where}")
-    return "\n".join(lines)
-
-
 # --- forward mode and Hessian-vector products --------------------------------------------------------------
 #
 # `fwddiff(kernel, *args, opt="post", backend=None)` is Enzyme's forward mode (DESIGN 1.3): each argument is
@@ -436,123 +219,6 @@ def show_cache(kernel: Kernel, activity: Sequence[str | ArgActivity], opt: str =
 # arrays and float scalars), by forward mode over the reverse-mode gradient (`fwddiffe_diffe_<f>`, llvm
 # pipeline name `hvp:<opt>:<positions>`). `v` is the last positional argument: an array of the argument's
 # shape, or a number, or for a tuple `argnums` a tuple of those; the result has the same form.
-
-_IR_STAGES = frozenset({"ssa", "opt", "grad", "grad-opt", "fwd", "fwd-opt"})
-"""ISOZYME_PRINT_IR words that name a stage, not a pass."""
-
-Build = Callable[[Module, Function, PassOptions, Callable[[str, Module], None]], ForwardDerivative]
-"""Runs an AD pipeline of `enzyme_ad/gradient.py` on a freshly lowered module and function."""
-
-
-def _pass_options() -> PassOptions:
-    print_ir = _print_ir_request()
-    return PassOptions(print_after_all="after-all" in print_ir, print_after=print_ir - _IR_STAGES)
-
-
-def _run_build(kernel: Kernel, build: Build, module: Module, function: Function, opt: str,
-               on_stage: Callable[[str, Module], None] | None = None) -> ForwardDerivative:
-    """`build` with the stages ISOZYME_PRINT_IR asks for printed ("fwd-opt" at the end), `on_stage` told."""
-    printer = _stage_printer(kernel, opt)
-
-    def stage(name: str, module: Module) -> None:
-        printer(name, module)
-        if on_stage is not None:
-            on_stage(name, module)
-    try:
-        derivative = build(module, function, _pass_options(), stage)
-    except DifferentiationError as error:
-        raise error.with_traceback(None) from None
-    printer("fwd-opt", module)
-    return derivative
-
-
-def _compile_derivative(kernel: Kernel, name: str, params: list[Parameter], pipeline: str, opt: str,
-                        backend: str, build: Build) -> Callable[..., object]:
-    """The entry of the derivative `build` makes, for `backend` (through the llvm caches for "llvm")."""
-    if backend == "interp":
-        module, function = kernel.lower()
-        derivative = _run_build(kernel, build, module, function, opt)
-        writable = writable_parameters(derivative.module, derivative.function)
-        run = race_detector.interpreted(derivative.module, derivative.function)
-
-        def entry(*args: object) -> object:
-            return run(check_arguments(name, params, args, writable=writable))
-        return entry
-    module, function = kernel.lower(verify_ir=False)
-
-    def optimize(module: Module) -> Function:  # on a cache miss only
-        verify(module)
-        return _run_build(kernel, build, module, function, opt).function
-    if backend == "opencl":
-        return opencl_entry(kernel, name, params, module, function, pipeline, optimize)
-    from isozyme.runtime.llvm_backend import EntrySignature, compile_native
-
-    signature = EntrySignature(name, tuple(params), function.return_type)
-    print_ir = _print_ir_request()
-    return compile_native(name, module, signature, pipeline, optimize, kernel.codegen_options(),
-                          use_disk_cache=not print_ir, print_stages=frozenset(print_ir))
-
-
-def _cached_derivative(kernel: Kernel, key: tuple, make: Callable[[], CompiledGradient]) -> CompiledGradient:
-    cache = kernel.__dict__.setdefault("_forward_derivatives", {})
-    if key not in cache:
-        cache[key] = make()
-    return cache[key]
-
-
-def _forward_build(activities: tuple[ArgActivity, ...], opt: str) -> Build:
-    return lambda module, function, options, stage: forward_derivative(module, function, activities, opt,
-                                                                       options, stage)
-
-
-def compiled_forward(kernel: Kernel, activities: tuple[ArgActivity, ...], opt: str,
-                     backend: str | None) -> CompiledGradient:
-    """`fwddiffe_<f>` for these activities, compiled (cached on the kernel)."""
-    chosen = derivative_backend(kernel, backend)
-    check_opt(opt)
-    params, return_type = _signature(kernel)
-    compile_log.record_derivative(kernel, "forward", activities, opt, chosen)
-
-    def make() -> CompiledGradient:
-        signature = forward_parameters([(p.name, p.type) for p in params], activities, return_type)
-        call_params = [Parameter(p.name, p.type) for p in signature]
-        name = f"fwddiffe_{kernel.definition.name}"
-        pipeline = f"fwd:{opt}:{','.join(map(str, activities))}"
-        entry = _compile_derivative(kernel, name, call_params, pipeline, opt, chosen, _forward_build(activities, opt))
-        return CompiledGradient(name, call_params, entry)
-    return _cached_derivative(kernel, ("fwd", activities, opt, chosen, kernel.codegen_options(),
-                                       race_detector.checks_races(chosen)), make)
-
-
-def compiled_hvp(kernel: Kernel, positions: tuple[int, ...], opt: str, backend: str | None) -> CompiledGradient:
-    """`fwddiffe_diffe_<f>` for the parameters at `positions`, compiled (cached on the kernel)."""
-    chosen = derivative_backend(kernel, backend)
-    check_opt(opt)
-    params, return_type = _signature(kernel)
-    compile_log.record_derivative(kernel, "hvp", _hvp_gradient_activity(params, positions), opt, chosen)
-
-    def build(module: Module, function: Function, options: PassOptions,
-              stage: Callable[[str, Module], None]) -> ForwardDerivative:
-        return hessian_vector_product(module, function, positions, opt, options, stage)
-
-    def make() -> CompiledGradient:
-        signature = hvp_parameters([(p.name, p.type) for p in params], return_type, positions)
-        call_params = [Parameter(p.name, p.type) for p in signature]
-        name = f"fwddiffe_diffe_{kernel.definition.name}"
-        pipeline = f"hvp:{opt}:{','.join(map(str, positions))}"
-        return CompiledGradient(name, call_params, _compile_derivative(kernel, name, call_params, pipeline, opt,
-                                                                       chosen, build))
-    return _cached_derivative(kernel, ("hvp", positions, opt, chosen, kernel.codegen_options(),
-                                       race_detector.checks_races(chosen)), make)
-
-
-def _hvp_gradient_activity(params: list[Parameter], positions: tuple[int, ...]) -> tuple[ArgActivity, ...]:
-    """The activity of the gradient inside an HVP (what `show_ir(stage="grad")` takes to show it)."""
-    def activity(position: int, param: Parameter) -> ArgActivity:
-        if position not in positions:
-            return ArgActivity.CONST
-        return ArgActivity.DUP if isinstance(param.type, ArrayType) else ArgActivity.ACTIVE
-    return tuple(activity(position, param) for position, param in enumerate(params))
 
 
 def _classify_forward(kernel: Kernel, param: Parameter, arg: object) -> ArgActivity:
@@ -624,7 +290,7 @@ def hvp(kernel: Kernel, argnums: int | Sequence[int] = 0, opt: str = "post",
     """The Hessian-vector product function of a float-returning kernel (the comment above)."""
     if not isinstance(kernel, Kernel):
         raise TypeError(f"hvp needs an @iz.kernel, got {type(kernel).__name__}")
-    params, return_type = _signature(kernel)
+    params, return_type = kernel.signature()
     if not return_type.is_float:
         raise TypeError(f"hvp needs a kernel returning a float; '{kernel.definition.name}' returns {return_type}")
     positions = _hvp_positions(kernel, params, argnums)
@@ -660,60 +326,3 @@ def hvp(kernel: Kernel, argnums: int | Sequence[int] = 0, opt: str = "post",
                         for p in positions)
         return results if isinstance(argnums, Sequence) else results[0]
     return product
-
-
-def forward_ir(kernel: Kernel, stage: str, activity: Sequence[str | ArgActivity], opt: str = "post") -> str:
-    """The IR of `fwddiffe_<f>`: "fwd" right after AD, "fwd-opt" after the optimization that follows."""
-    activities = parse_activity(kernel, activity)
-    captured: dict[str, str] = {}
-    module, function = kernel.lower()
-    derivative = _run_build(kernel, _forward_build(activities, opt), module, function, opt,
-                            on_stage=lambda name, module: captured.setdefault(name, print_module(module)))
-    return captured["fwd"] if stage == "fwd" else print_module(derivative.module)
-
-
-# --- custom derivatives --------------------------------------------------------------------------------------
-
-
-def register_vjp(kernel: Kernel, rule: Kernel) -> None:
-    """`kernel.defvjp(rule)`: check that `rule` has the signature of `diffe_<kernel>` with every float
-    parameter differentiated (enzyme_ad/custom.py) and register it. Gradients already compiled for kernels
-    calling `kernel` in this process keep the derivative they had: register rules before differentiating."""
-    if not isinstance(kernel, Kernel) or not isinstance(rule, Kernel):
-        raise TypeError(f"defvjp registers an @iz.kernel as the reverse rule of an @iz.kernel, got "
-                        f"{type(rule).__name__}")
-    params, return_type = _signature(kernel)
-    expected = gradient_parameters([(p.name, p.type) for p in params],
-                                   differentiated_activities([p.type for p in params]), return_type)
-    got, got_return = _signature(rule)
-    where = f"the reverse rule {rule.definition.name} of kernel {kernel.definition.name}"
-    wanted = ", ".join(f"{p.name}: {p.type}" for p in expected)
-    if [p.type for p in got] != [p.type for p in expected]:
-        raise TypeError(f"{where} must take ({wanted}), got ({', '.join(f'{p.name}: {p.type}' for p in got)})")
-    if not got_return.is_void and got_return != return_type:
-        raise TypeError(f"{where} must return nothing or {return_type}, got {got_return}")
-    kernel.definition.options["custom_vjp"] = rule
-    for cache in ("_gradients", "_forward_derivatives"):
-        kernel.__dict__.pop(cache, None)
-
-
-def register_jvp(kernel: Kernel, rule: Kernel) -> None:
-    """`kernel.defjvp(rule)`: check that `rule` has the signature of `fwddiffe_<kernel>` with every float
-    parameter Duplicated (enzyme_ad/custom.py) and register it, as `register_vjp` does."""
-    if not isinstance(kernel, Kernel) or not isinstance(rule, Kernel):
-        raise TypeError(f"defjvp registers an @iz.kernel as the forward rule of an @iz.kernel, got "
-                        f"{type(rule).__name__}")
-    params, return_type = _signature(kernel)
-    activities = tuple(ArgActivity.CONST if a is ArgActivity.CONST else ArgActivity.DUP
-                       for a in differentiated_activities([p.type for p in params]))
-    expected = forward_parameters([(p.name, p.type) for p in params], activities, return_type)
-    got, got_return = _signature(rule)
-    where = f"the forward rule {rule.definition.name} of kernel {kernel.definition.name}"
-    wanted = ", ".join(f"{p.name}: {p.type}" for p in expected)
-    if [p.type for p in got] != [p.type for p in expected]:
-        raise TypeError(f"{where} must take ({wanted}), got ({', '.join(f'{p.name}: {p.type}' for p in got)})")
-    if got_return != return_type:
-        raise TypeError(f"{where} must return {return_type} (the kernel's value), got {got_return}")
-    kernel.definition.options["custom_jvp"] = rule
-    for cache in ("_gradients", "_forward_derivatives"):
-        kernel.__dict__.pop(cache, None)

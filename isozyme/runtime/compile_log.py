@@ -9,21 +9,35 @@ What is recorded, and when:
 - A primal kernel, `record_primal(kernel, backend, pipeline)`, at every `Kernel.compile` (a cache miss or a
   hit) before it compiles, so a kernel whose compilation fails is listed too. A kernel's first call binds
   it to its compiled entry and later calls skip `compile`: so that a kernel compiled before the log opened
-  (in an earlier test, at import) is still listed when it is called, `start()` rebinds every kernel it saw
-  compiled to a one-shot wrapper that records it and binds the entry back. A call costs nothing more,
-  the first call of each kernel in a log one Python call.
+  (in an earlier test, at import) is still listed when it is called, `start()` asks every kernel it saw
+  compiled to record its next call (`Kernel.record_next_call` rebinds it to a one-shot wrapper that records
+  it and binds the entry back). A call costs nothing more, the first call of each kernel in a log one
+  Python call.
 - A derivative, `record_derivative(kernel, mode, activity, opt, backend)`, at every lookup of the compiled
-  derivative (`runtime/autodiff.py` looks it up at every `autodiff`, `grad`, `fwddiff` and `hvp` call).
+  derivative (`runtime/compiled_derivatives.py` looks it up at every `autodiff`, `grad`, `fwddiff` and `hvp`
+  call).
+
+This module sits below the kernel (`runtime/kernel.py` imports it): it knows a kernel only as a
+`LoggedKernel`, what it asks of one.
 """
 
 from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from isozyme.runtime.kernel import Kernel
+from isozyme.frontend.definitions import KernelDefinition
+
+
+class LoggedKernel(Protocol):
+    """What the log asks of a kernel (`runtime/kernel.py`'s `Kernel` is one)."""
+
+    definition: KernelDefinition
+    """Its definition, for its name."""
+
+    def record_next_call(self) -> None:
+        """Make the next call record the kernel with `record_primal`, then run as calls ran before."""
 
 MODES = ("primal", "reverse", "forward", "hvp")
 """What was compiled: the kernel, `diffe_<f>`, `fwddiffe_<f>`, or `fwddiffe_diffe_<f>` (a Hessian-vector
@@ -34,7 +48,7 @@ product; `activity` is then the activity of its inner gradient)."""
 class CompileRecord:
     """One kernel or derivative used while a log was open."""
 
-    kernel: Kernel
+    kernel: LoggedKernel
     mode: str
     """One of MODES."""
     backend: str
@@ -56,7 +70,7 @@ MAX_RECORDS = 64
 them alive), dropping the oldest."""
 _logs: list[dict[CompileRecord, None]] = []
 """The open logs, innermost last (dicts as ordered sets)."""
-_seen: weakref.WeakSet[Kernel] = weakref.WeakSet()
+_seen: weakref.WeakSet[LoggedKernel] = weakref.WeakSet()
 """Kernels compiled while a log was open, for `start()` to rebind."""
 
 
@@ -64,7 +78,7 @@ def start() -> None:
     """Open a log; kernels seen compiled before it are listed again at their next call."""
     _logs.append({})
     for kernel in list(_seen):
-        _rebind_to_recorder(kernel)
+        kernel.record_next_call()
 
 
 def stop() -> list[CompileRecord]:
@@ -77,14 +91,14 @@ def current() -> list[CompileRecord]:
     return list(_logs[-1]) if _logs else []
 
 
-def record_primal(kernel: Kernel, backend: str, pipeline: str) -> None:
+def record_primal(kernel: LoggedKernel, backend: str, pipeline: str) -> None:
     """`Kernel.compile(backend, opt=pipeline)` was called (cache hit or miss)."""
     if _logs:
         _seen.add(kernel)
         _add(CompileRecord(kernel, "primal", backend, pipeline))
 
 
-def record_derivative(kernel: Kernel, mode: str, activity: tuple[object, ...], opt: str, backend: str) -> None:
+def record_derivative(kernel: LoggedKernel, mode: str, activity: tuple[object, ...], opt: str, backend: str) -> None:
     """A derivative of `kernel` (`mode` one of "reverse", "forward", "hvp") was looked up to be called."""
     if _logs:
         _add(CompileRecord(kernel, mode, backend, opt, tuple(str(a) for a in activity)))
@@ -96,23 +110,3 @@ def _add(record: CompileRecord) -> None:
             log[record] = None
             if len(log) > MAX_RECORDS:  # a hypothesis test compiles a kernel per example: keep the last ones
                 del log[next(iter(log))]
-
-
-def _rebind_to_recorder(kernel: Kernel) -> None:
-    """Make the kernel's next call record it (the backend and pipeline of the entry it is bound to) and bind
-    the entry back, so that later calls cost what they did."""
-    entry = kernel._call
-    bound = next((key for key, compiled in kernel._compiled.items() if compiled.entry is entry), None)
-    if bound is None:  # not bound yet (its first call compiles, and records), or already rebound
-        return
-    backend, pipeline = bound[0], bound[1]
-
-    def first_call_in_log(*args: object, **kwargs: object) -> object:
-        kernel._call = entry
-        record_primal(kernel, backend, pipeline)
-        return entry(*args, **kwargs)
-    kernel._call = first_call_in_log
-
-
-
-

@@ -26,6 +26,11 @@ a CPU a far one kills the process with a segmentation fault).
 optimized), `fwd` and `fwd-opt` (the same for a forward-mode `fwddiffe_f`), `llvm` or `llvm-opt` (the LLVM
 IR before and after LLVM's O3); several separated by commas. While it is set, the disk cache is not read (a
 cache hit would skip the stages to print).
+
+Custom derivative rules (`defvjp`, `defjvp`) are checked against the signature of the derivative they stand
+for and registered here. This module imports nothing from the runtime's derivatives or inspection
+(`compiled_derivatives.py`, `autodiff.py`, `inspection.py`, which build on it): `iz.show_ir` is in
+`inspection.py`.
 """
 
 from __future__ import annotations
@@ -33,10 +38,14 @@ from __future__ import annotations
 import functools
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from isozyme.codegen.abi import CodegenOptions
+from isozyme.enzyme_ad.activity import ArgActivity
+from isozyme.enzyme_ad.custom import differentiated_activities
+from isozyme.enzyme_ad.forward import forward_parameters
+from isozyme.enzyme_ad.reverse import gradient_parameters
 from isozyme.frontend.compiler import lower_kernel
 from isozyme.frontend.definitions import KernelDefinition, StaticRead
 from isozyme.frontend.diagnostics import CompileError
@@ -47,6 +56,7 @@ from isozyme.runtime.arguments import Parameter, check_arguments, writable_param
 from isozyme.ssa.flags import mark_checked
 from isozyme.ssa.ir import Function, Module
 from isozyme.ssa.printer import print_module
+from isozyme.ssa.types import Type
 from isozyme.ssa.verifier import verify
 
 BACKENDS = ("llvm", "interp", "opencl")
@@ -54,7 +64,6 @@ BACKENDS = ("llvm", "interp", "opencl")
 DEFAULT_BACKEND = "llvm"
 DEFAULT_PIPELINE = "O2"
 """The pipeline primal kernels compile with when none is given."""
-STAGES = ("ssa", "opt", "grad", "grad-opt", "fwd", "fwd-opt", "llvm", "llvm-opt", "opencl")
 
 
 @dataclass
@@ -85,6 +94,8 @@ class Kernel:
         self._compiled: dict[tuple[str, str, bool, bool], CompiledKernel] = {}
         """By backend, pipeline, checked mode and race checking (`runtime/race_detector.py`)."""
         self._call: Callable[..., object] = self._first_call
+        self._signature: tuple[list[Parameter], Type] | None = None
+        """The parameters and return type, once `signature()` has lowered the kernel."""
         functools.update_wrapper(self, py_func)
 
     def __call__(self, *args: object, **kwargs: object) -> object:
@@ -94,6 +105,21 @@ class Kernel:
         """Compile for the default backend, then let every later call go straight to the compiled entry."""
         self._call = self.compile().entry
         return self._call(*args, **kwargs)
+
+    def record_next_call(self) -> None:
+        """Make the kernel's next call record it in the compile log (the backend and pipeline of the entry it is
+        bound to) and bind the entry back, so that later calls cost what they did (`compile_log.start()`)."""
+        entry = self._call
+        bound = next((key for key, compiled in self._compiled.items() if compiled.entry is entry), None)
+        if bound is None:  # not bound yet (its first call compiles, and records), or already rebound
+            return
+        backend, pipeline = bound[0], bound[1]
+
+        def first_call_in_log(*args: object, **kwargs: object) -> object:
+            self._call = entry
+            compile_log.record_primal(self, backend, pipeline)
+            return entry(*args, **kwargs)
+        self._call = first_call_in_log
 
     def __repr__(self) -> str:
         return f"<isozyme kernel {self.definition.name}>"
@@ -115,16 +141,21 @@ class Kernel:
     def defvjp(self, rule: Kernel) -> Kernel:
         """Register the kernel `rule` as this kernel's reverse-mode derivative (enzyme_ad/custom.py says what
         it takes and must do); returns `rule`, so it works as a decorator above `@iz.kernel`."""
-        from isozyme.runtime.autodiff import register_vjp
         register_vjp(self, rule)
         return rule
 
     def defjvp(self, rule: Kernel) -> Kernel:
         """Register the kernel `rule` as this kernel's forward-mode derivative (enzyme_ad/custom.py says what
         it takes and must do); returns `rule`, so it works as a decorator above `@iz.kernel`."""
-        from isozyme.runtime.autodiff import register_jvp
         register_jvp(self, rule)
         return rule
+
+    def signature(self) -> tuple[list[Parameter], Type]:
+        """The kernel's parameters and return type (lowered once per kernel)."""
+        if self._signature is None:
+            _, function = self.lower()
+            self._signature = ([Parameter(arg.name or "", arg.type) for arg in function.args], function.return_type)
+        return self._signature
 
     def lower(self, verify_ir: bool = True, static_reads: list[StaticRead] | None = None) -> tuple[Module, Function]:
         """A fresh SSA module of this kernel and its callees, as lowered (unoptimized); verified unless
@@ -139,13 +170,13 @@ class Kernel:
                 mark_checked(callee)
         if verify_ir:
             verify(module)
-        if "ssa" in _print_ir_request():
+        if "ssa" in print_ir_request():
             print(f"; *** SSA of kernel {self.definition.name} ***\n{print_module(module)}", file=sys.stderr)
         return module, function
 
     def run_pipeline(self, module: Module, pipeline: str) -> None:
         """Optimize `module` in place with `pipeline`, printing what ISOZYME_PRINT_IR asks for."""
-        print_ir = _print_ir_request()
+        print_ir = print_ir_request()
         options = PassOptions(print_after_all="after-all" in print_ir, print_after=print_ir - {"ssa", "opt"})
         run_passes(module, [pipeline], options)
         if "opt" in print_ir:
@@ -187,7 +218,7 @@ def _compile_llvm(kernel: Kernel, pipeline: str) -> CompiledKernel:
     from isozyme.runtime import disk_cache, source_key
     from isozyme.runtime.llvm_backend import EntrySignature, cache_key, compile_native, load_compiled
 
-    name, options, print_ir = kernel.definition.name, kernel.codegen_options(), _print_ir_request()
+    name, options, print_ir = kernel.definition.name, kernel.codegen_options(), print_ir_request()
     use_disk_cache = not print_ir and disk_cache.cache_directory() is not None
     key = source_key.source_key(kernel.definition, pipeline, options) if use_disk_cache else None
     known = source_key.recall(key, kernel.definition) if key else None
@@ -226,7 +257,7 @@ def _compile_opencl(kernel: Kernel, pipeline: str) -> CompiledKernel:
         kernel.run_pipeline(module, pipeline)
         return function
     run = compile_cached(name, module, function.name, pipeline, optimize, kernel.codegen_options(),
-                         [p.type for p in params], function.return_type, use_disk_cache=not _print_ir_request())
+                         [p.type for p in params], function.return_type, use_disk_cache=not print_ir_request())
 
     def entry(*args: object, **kwargs: object) -> object:
         return run(*check_arguments(name, params, args, kwargs, device_arrays=True, writable=run.writable))
@@ -240,7 +271,7 @@ _BACKEND_COMPILERS: dict[str, Callable[[Kernel, str], CompiledKernel]] = {
 }
 
 
-def _print_ir_request() -> set[str]:
+def print_ir_request() -> set[str]:
     return {part.strip() for part in os.environ.get("ISOZYME_PRINT_IR", "").split(",") if part.strip()}
 
 
@@ -255,42 +286,48 @@ def kernel(function: Callable | None = None, *, backend: str | None = None, boun
     return lambda f: Kernel(f, backend, boundscheck, inline)
 
 
-def show_ir(kernel: Kernel, stage: str = "ssa", opt: str | None = None,
-            activity: Sequence[str] | None = None) -> str:
-    """The IR of `kernel` (and its callees) at `stage`: "ssa" as lowered, "opt" after pipeline `opt`
-    (default "O2"), "llvm" the LLVM IR emitted from that, "llvm-opt" the LLVM IR after LLVM's O3, "opencl" the
-    OpenCL C emitted from it; "grad"
-    and "grad-opt": `diffe_<f>` for `activity` (one of "const", "dup", "active" per parameter) right after
-    AD and after the optimization that follows, with `opt` one of "post" (default), "pre", "none"; "fwd"
-    and "fwd-opt" likewise for the forward-mode `fwddiffe_<f>` ("const" or "dup" per parameter).
-    "llvm", "llvm-opt" and "opencl" with an `activity` show the code of the reverse-mode gradient
-    `diffe_<f>` instead of the primal's (then `opt` is "post", "pre" or "none", as for "grad-opt")."""
-    if not isinstance(kernel, Kernel):
-        raise TypeError(f"show_ir needs an @iz.kernel, got {type(kernel).__name__}")
-    if stage in ("llvm", "llvm-opt", "opencl") and activity is not None:
-        from isozyme.runtime.autodiff import gradient_code
-        return gradient_code(kernel, stage, activity, opt or "post")
-    if stage in ("grad", "grad-opt"):
-        from isozyme.runtime.autodiff import gradient_ir
-        if activity is None:
-            raise ValueError(f"stage {stage!r} needs activity=(...): 'const', 'dup' or 'active' per parameter")
-        return gradient_ir(kernel, stage, activity, opt or "post")
-    if stage in ("fwd", "fwd-opt"):
-        from isozyme.runtime.autodiff import forward_ir
-        if activity is None:
-            raise ValueError(f"stage {stage!r} needs activity=(...): 'const' or 'dup' per parameter")
-        return forward_ir(kernel, stage, activity, opt or "post")
-    opt = opt or DEFAULT_PIPELINE
-    if stage == "ssa":
-        return print_module(kernel.lower()[0])
-    if stage == "opt":
-        return print_module(kernel.optimized(opt)[0])
-    if stage in ("llvm", "llvm-opt"):
-        from isozyme.runtime.llvm_backend import llvm_ir
-        module, function = kernel.optimized(opt)
-        return llvm_ir(module, function, kernel.codegen_options(), optimized=stage == "llvm-opt")
-    if stage == "opencl":
-        from isozyme.runtime.opencl_backend import opencl_source
-        module, function = kernel.optimized(opt)
-        return opencl_source(module, function, kernel.codegen_options())
-    raise ValueError(f"unknown IR stage {stage!r} (available now: {', '.join(STAGES)})")
+# --- custom derivatives --------------------------------------------------------------------------------------
+
+
+def register_vjp(kernel: Kernel, rule: Kernel) -> None:
+    """`kernel.defvjp(rule)`: check that `rule` has the signature of `diffe_<kernel>` with every float
+    parameter differentiated (enzyme_ad/custom.py) and register it. Gradients already compiled for kernels
+    calling `kernel` in this process keep the derivative they had: register rules before differentiating."""
+    if not isinstance(kernel, Kernel) or not isinstance(rule, Kernel):
+        raise TypeError(f"defvjp registers an @iz.kernel as the reverse rule of an @iz.kernel, got "
+                        f"{type(rule).__name__}")
+    params, return_type = kernel.signature()
+    expected = gradient_parameters([(p.name, p.type) for p in params],
+                                   differentiated_activities([p.type for p in params]), return_type)
+    got, got_return = rule.signature()
+    where = f"the reverse rule {rule.definition.name} of kernel {kernel.definition.name}"
+    wanted = ", ".join(f"{p.name}: {p.type}" for p in expected)
+    if [p.type for p in got] != [p.type for p in expected]:
+        raise TypeError(f"{where} must take ({wanted}), got ({', '.join(f'{p.name}: {p.type}' for p in got)})")
+    if not got_return.is_void and got_return != return_type:
+        raise TypeError(f"{where} must return nothing or {return_type}, got {got_return}")
+    kernel.definition.options["custom_vjp"] = rule
+    for cache in ("_gradients", "_forward_derivatives"):
+        kernel.__dict__.pop(cache, None)
+
+
+def register_jvp(kernel: Kernel, rule: Kernel) -> None:
+    """`kernel.defjvp(rule)`: check that `rule` has the signature of `fwddiffe_<kernel>` with every float
+    parameter Duplicated (enzyme_ad/custom.py) and register it, as `register_vjp` does."""
+    if not isinstance(kernel, Kernel) or not isinstance(rule, Kernel):
+        raise TypeError(f"defjvp registers an @iz.kernel as the forward rule of an @iz.kernel, got "
+                        f"{type(rule).__name__}")
+    params, return_type = kernel.signature()
+    activities = tuple(ArgActivity.CONST if a is ArgActivity.CONST else ArgActivity.DUP
+                       for a in differentiated_activities([p.type for p in params]))
+    expected = forward_parameters([(p.name, p.type) for p in params], activities, return_type)
+    got, got_return = rule.signature()
+    where = f"the forward rule {rule.definition.name} of kernel {kernel.definition.name}"
+    wanted = ", ".join(f"{p.name}: {p.type}" for p in expected)
+    if [p.type for p in got] != [p.type for p in expected]:
+        raise TypeError(f"{where} must take ({wanted}), got ({', '.join(f'{p.name}: {p.type}' for p in got)})")
+    if got_return != return_type:
+        raise TypeError(f"{where} must return {return_type} (the kernel's value), got {got_return}")
+    kernel.definition.options["custom_jvp"] = rule
+    for cache in ("_gradients", "_forward_derivatives"):
+        kernel.__dict__.pop(cache, None)

@@ -21,6 +21,7 @@ from isozyme.enzyme_ad.activity import ArgActivity
 from isozyme.enzyme_ad.gradient import OPT_MODES
 from isozyme.optimize.memory_extents import ArgumentValue
 from isozyme.optimize.memory_reuse import plan_memory
+from isozyme.runtime.compiled_derivatives import differentiate, parse_activity
 from isozyme.runtime.kernel import DEFAULT_PIPELINE, Kernel
 from isozyme.ssa.ir import Function
 
@@ -31,7 +32,6 @@ PRIMAL_PIPELINES = {"post": DEFAULT_PIPELINE, "pre": DEFAULT_PIPELINE, "none": "
 def _entry_function(kernel: Kernel, activity: Sequence[str | ArgActivity] | None, opt: str) -> Function:
     if activity is None:
         return kernel.optimized(PRIMAL_PIPELINES.get(opt, opt))[1]
-    from isozyme.runtime.autodiff import differentiate, parse_activity
     if opt not in OPT_MODES:
         raise ValueError(f"opt must be one of {', '.join(map(repr, OPT_MODES))}, not {opt!r}")
     return differentiate(kernel, parse_activity(kernel, activity), opt).function
