@@ -272,6 +272,7 @@ _BACKEND_COMPILERS: dict[str, Callable[[Kernel, str], CompiledKernel]] = {
 
 
 def print_ir_request() -> set[str]:
+    """The words of `ISOZYME_PRINT_IR` (module docstring): the stages and passes whose IR to print."""
     return {part.strip() for part in os.environ.get("ISOZYME_PRINT_IR", "").split(",") if part.strip()}
 
 
