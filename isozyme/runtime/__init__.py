@@ -1,38 +1,33 @@
-"""The runtime: kernels, their derivatives, the `llvm`, `interp` and `opencl` backends, and the compile caches.
+"""The runtime: kernels and their derivatives, the `llvm`, `interp` and `opencl` backends, and the compile
+caches.
 
-Its modules in layer order, highest first, one line each. A module imports only modules of the layers
-below its own, never one above it or a sibling (`|`) in its own layer, at the top of the module or deferred
-alike (the deferred imports that remain keep optional or costly dependencies, pyopencl, llvmlite, ctypes
-and the code generators, off the paths that do not need them, and all point down). An import-linter
-`layers` contract with this order checks it.
+May import: everything below it in DESIGN section 2, `isozyme.ssa`, `isozyme.frontend`, `isozyme.optimize`,
+`isozyme.enzyme_ad`, `isozyme.codegen` (and none of the top-level modules, `isozyme/*.py`, which build on it).
 
-    autodiff | inspection | memory_report
-      autodiff.py              the differentiation API: iz.autodiff, grad, fwddiff, hvp; Const, Duplicated, Active
-      inspection.py            iz.show_ir and iz.show_cache: IR and code of a kernel or derivative at each stage
-      memory_report.py         iz.show_memory: the arena layout of a kernel's local arrays and tapes
-    compiled_derivatives       diffe_f, fwddiffe_f, fwddiffe_diffe_f compiled per backend, cached on the kernel
-    kernel                     the kernel object: @iz.kernel, compile per backend and pipeline, custom rules
-    compile_log | race_detector | source_key | llvm_backend | opencl_backend
-      compile_log.py           which kernels and derivatives a stretch of code used (the pytest plugin's record)
-      race_detector.py         the interpreter running parallel loops as a GPU may (ISOZYME_CHECK_RACES)
-      source_key.py            a kernel's key from its sources, to load compiled code without lowering
-      llvm_backend.py          the llvm backend: cache keys, compilation, loading compiled kernels
-      opencl_backend.py        the opencl backend: programs and the host's side of a kernel's run
-    native_call | host_identity | opencl_counters
-      native_call.py           calling compiled kernels from Python: one generated function per kernel
-      host_identity.py         what compiled code depends on besides its IR, computed without LLVM
-      opencl_counters.py       launch, allocation and bytes-moved counters of the opencl backend
-    arguments | disk_cache | llvm_jit
-      arguments.py             argument checking against a kernel's parameters
-      disk_cache.py            the on-disk cache of compiled code (ISOZYME_CACHE_DIR)
-      llvm_jit.py              LLVM and MCJIT through llvmlite (imported only where compiling needs it)
-    device_array | private_files | shared_library | version
-      device_array.py          iz.to_device and DeviceArray: arrays in OpenCL buffers
-      private_files.py         a directory and files only this user may write
-      shared_library.py        linking and loading compiled kernels as shared libraries
-      version.py               isozyme's version (pyproject reads it; every cache key holds it)
-    opencl_device              pyopencl, imported on first use, and the OpenCL device kernels run on
-
-The package may import everything below it in DESIGN section 2 (ssa, frontend, optimize, enzyme_ad,
-codegen) and none of the top-level modules (`isozyme/*.py`), which build on it.
+Modules in layer order, highest first: a `- ` line starts a layer, the lines under it are the other modules of
+that layer, which import each other not at all; each module imports only modules of lower layers, at the top
+or deferred alike (`lint-imports` checks it against the contracts in `pyproject.toml`). The deferred imports
+that remain keep optional or costly dependencies (pyopencl, llvmlite, ctypes, the code generators) off the
+paths that do not need them, and all point down.
+- `autodiff`: the differentiation API: `iz.autodiff`, `grad`, `fwddiff`, `hvp`; `Const`, `Duplicated`, `Active`
+  `inspection`: `iz.show_ir` and `iz.show_cache`: the IR and code of a kernel or a derivative at each stage
+  `memory_report`: `iz.show_memory`: the arena layout of a kernel's local arrays and tapes
+- `compiled_derivatives`: `diffe_<f>`, `fwddiffe_<f>`, `fwddiffe_diffe_<f>` compiled per backend, cached on the kernel
+- `kernel`: the kernel object: `@iz.kernel`, compiled per backend and pipeline; custom derivative rules
+- `compile_log`: which kernels and derivatives a stretch of code used (what the pytest plugin prints)
+  `race_detector`: the interpreter running parallel loops as a GPU may (`ISOZYME_CHECK_RACES`)
+  `source_key`: a kernel's key from its sources, to load compiled code without lowering
+  `llvm_backend`: the `llvm` backend: cache keys, compilation, loading compiled kernels
+  `opencl_backend`: the `opencl` backend: programs and the host's side of a kernel's run
+- `native_call`: calling compiled kernels from Python: one generated function per kernel
+  `host_identity`: what compiled code depends on besides its IR, described without loading LLVM
+  `opencl_counters`: launch, allocation and bytes-moved counters of the `opencl` backend
+- `arguments`: checking a kernel's arguments at the call
+  `disk_cache`: the on-disk cache of compiled code (`ISOZYME_CACHE_DIR`)
+  `llvm_jit`: LLVM and MCJIT through llvmlite (imported only where compiling needs it)
+- `device_array`: `iz.to_device` and `DeviceArray`: arrays in OpenCL buffers
+  `private_files`: a directory and files only this user may write
+  `shared_library`: compiled kernels linked and loaded as shared libraries
+  `version`: isozyme's version (`pyproject.toml` reads it; every cache key holds it)
+- `opencl_device`: pyopencl, imported on first use, and the OpenCL device kernels run on
 """
