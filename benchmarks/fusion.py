@@ -12,7 +12,7 @@ Two gradients on the opencl backend (PoCL by default), each with fusion off and 
 
 `ISOZYME_LOOP_FUSION` is read at each call and is part of the cache keys, so one process holds both
 variants: each call runs with it set for its setting (`off`: 0, `on`: 1). For each case and setting: one
-call compiles and warms, one call is counted (`opencl_backend.counting()`: NDRange launches of loop
+call compiles and warms, one call is counted (`opencl_counters.counting()`: NDRange launches of loop
 kernels, runs of the serial kernel, the loop kernels and a hash of the source of the program that ran, and
 the modelled bytes: each array a loop kernel reads or writes counted at full size once per launch and
 direction, the serial kernel's arrays once per call; a model, not a hardware counter), then `--repeats`
@@ -57,7 +57,7 @@ from example_modules import load_example  # noqa: E402  (tests/example_modules.p
 
 import isozyme as iz  # noqa: E402
 from isozyme.benchmark_checks import MISMATCH, Check, exit_status  # noqa: E402
-from isozyme.runtime import opencl_backend, opencl_device  # noqa: E402
+from isozyme.runtime import opencl_counters, opencl_device  # noqa: E402
 
 SETTINGS = {"off": "0", "on": "1"}
 """`ISOZYME_LOOP_FUSION` for each column."""
@@ -128,7 +128,7 @@ def measure(case: Case, repeats: int) -> tuple[dict[str, dict[str, Any]], dict[s
         with fusion(setting):
             first[setting] = case.call()  # compiles, warms the caches
             checks[setting].compare(first[setting], reference)
-            with opencl_backend.counting() as stats:
+            with opencl_counters.counting() as stats:
                 counted = case.call()
             checks[setting].compare(counted, reference)
             memory = peak_fraction(case)

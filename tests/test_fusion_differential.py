@@ -136,7 +136,7 @@ def test_random_gradients_do_not_change(kernel_dir: Path, program: gradgen.Progr
 @needs_opencl
 def test_fusion_merges_the_mlp_loop_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
     """Fewer loop kernels and launches with fusion on, and no `prange` loop that runs serially instead."""
-    from isozyme.runtime.opencl_backend import counting
+    from isozyme.runtime.opencl_counters import counting
 
     mlp = load_example("mlp")
     problem = mlp.mlp_data(d=6, hidden=5, out=4, batch=3, seed=1)
@@ -188,7 +188,7 @@ def test_mlp_gradient_on_opencl_matches_finite_differences(setting: str, monkeyp
 def test_counters_of_the_heat_stencil() -> None:
     """Each step launches the copy (reads u, writes prev) and the update (reads prev, writes u): 32 n bytes
     a step in the model; the serial kernel reads u for the energy; a step is one resume per launch."""
-    from isozyme.runtime.opencl_backend import counting
+    from isozyme.runtime.opencl_counters import counting
 
     heat = load_example("heat")
     n, steps = 300, 4

@@ -2,6 +2,7 @@
 loads object code and calls it, so it must not need the code generator).
 
 - `CodegenOptions`: what changes the generated code (part of every cache key).
+- `CodegenError`: the IR holds something a backend cannot emit (both backends raise it).
 - The error record (`PAYLOAD_WORDS` in `error_sites.py`): `i64 status`, then the payload words.
 - The fast entry point's view of numpy arrays (`ARRAY_OBJECT` offsets, flag bits, the constants table
   order `DTYPE_SLOTS`) and its status `NEEDS_CHECKED_CALL`; `codegen/llvm_entry.py` explains them.
@@ -10,6 +11,11 @@ loads object code and calls it, so it must not need the code generator).
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+
+class CodegenError(Exception):
+    """The IR holds something a backend cannot emit: a function returning an array, or an op the backend
+    has no lowering for (the message names it)."""
 
 
 @dataclass(frozen=True)

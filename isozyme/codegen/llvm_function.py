@@ -17,19 +17,10 @@ from collections.abc import Callable, Mapping
 
 from llvmlite import ir
 
+from isozyme.codegen.abi import CodegenError
 from isozyme.codegen.error_sites import ErrorSite, register_site
 from isozyme.codegen.llvm_module import ModuleEmitter
-from isozyme.codegen.llvm_types import (
-    F32,
-    F64,
-    I1,
-    I64,
-    POINTER,
-    CodegenError,
-    flat_parameter_types,
-    register_type,
-    storage_type,
-)
+from isozyme.codegen.llvm_types import F32, F64, I1, I64, POINTER, flat_parameter_types, register_type, storage_type
 from isozyme.ssa.cfg import reverse_post_order
 from isozyme.ssa.flags import CHECKED, is_growable_alloc
 from isozyme.ssa.ir import Block, Constant, Function, Instruction, Value

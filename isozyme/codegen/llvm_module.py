@@ -10,17 +10,9 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from isozyme.codegen.abi import CodegenOptions
+from isozyme.codegen.abi import CodegenError, CodegenOptions
 from isozyme.codegen.error_sites import ErrorSite
-from isozyme.codegen.llvm_types import (
-    F32,
-    F64,
-    POINTER,
-    RECORD_POINTER,
-    CodegenError,
-    flat_parameter_types,
-    register_type,
-)
+from isozyme.codegen.llvm_types import F32, F64, POINTER, RECORD_POINTER, flat_parameter_types, register_type
 from isozyme.ssa.ir import Function, Module
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
+from isozyme.codegen.abi import CodegenError
 from isozyme.ssa.types import ArrayType, ScalarType, Type
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
@@ -27,10 +28,6 @@ POINTER = ir.PointerType(I8)
 RECORD_POINTER = ir.PointerType(I64)
 """The error record: `1 + PAYLOAD_WORDS` i64 words, the status (0: success, else the failing site's
 number), then the payload words."""
-
-
-class CodegenError(Exception):
-    """The IR holds something the backend cannot emit (a function returning an array)."""
 
 
 def register_type(ty: Type) -> ir.Type:

@@ -23,9 +23,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+from isozyme.codegen.abi import CodegenError
 from isozyme.codegen.address_spaces import Spaces, version_name
 from isozyme.codegen.error_sites import PAYLOAD_WORDS, ErrorSite, register_site
-from isozyme.codegen.opencl_language import CodegenError, CRenderer
+from isozyme.codegen.opencl_language import CRenderer
 from isozyme.codegen.out_of_ssa import Copy, OutOfSSA, Temporary
 from isozyme.ssa.cfg import reverse_post_order
 from isozyme.ssa.ir import Block, Constant, Function, Instruction, Phi, Value

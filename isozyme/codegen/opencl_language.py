@@ -13,15 +13,11 @@ from __future__ import annotations
 
 import math
 
-from isozyme.codegen.abi import CodegenOptions
+from isozyme.codegen.abi import CodegenError, CodegenOptions
 from isozyme.codegen.address_spaces import FunctionVersions
 from isozyme.codegen.error_sites import ErrorSite
 from isozyme.ssa.ir import Constant
 from isozyme.ssa.types import ArrayType, ScalarType, Type
-
-
-class CodegenError(Exception):
-    """The IR holds something this backend cannot emit yet (the message names the op)."""
 
 
 class CRenderer:

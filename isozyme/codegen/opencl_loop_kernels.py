@@ -11,6 +11,7 @@ baseline). A loop's blocks are rendered here, never in the serial kernel.
 
 from __future__ import annotations
 
+from isozyme.codegen.abi import CodegenError
 from isozyme.codegen.opencl_control import (
     ERROR,
     GROUP_SIZE,
@@ -27,7 +28,7 @@ from isozyme.codegen.opencl_control import (
     wrapping_add,
 )
 from isozyme.codegen.opencl_function import FunctionRenderer, Lowering
-from isozyme.codegen.opencl_language import CodegenError, OpenCLRenderer
+from isozyme.codegen.opencl_language import OpenCLRenderer
 from isozyme.codegen.opencl_lowerings import LOWERINGS, _flat_index, _lower_alloc, _uninitialized_fill, check_shape
 from isozyme.codegen.opencl_serial import SerialRenderer, scratch_count, view_pointer
 from isozyme.codegen.out_of_ssa import OutOfSSA

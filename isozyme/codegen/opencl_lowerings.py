@@ -18,8 +18,8 @@ from __future__ import annotations
 import math
 
 from isozyme.codegen import opencl_control
+from isozyme.codegen.abi import CodegenError
 from isozyme.codegen.opencl_function import FunctionRenderer, Lowering
-from isozyme.codegen.opencl_language import CodegenError
 from isozyme.ssa.flags import CHECKED
 from isozyme.ssa.ir import Block, Constant, Instruction, Value
 from isozyme.ssa.ops import Op

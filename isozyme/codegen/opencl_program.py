@@ -39,11 +39,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from isozyme.codegen.abi import CodegenOptions
+from isozyme.codegen.abi import CodegenError, CodegenOptions
 from isozyme.codegen.error_sites import ErrorSite
 from isozyme.codegen.opencl_control import AllocSite
 from isozyme.codegen.opencl_function import FunctionRenderer
-from isozyme.codegen.opencl_language import CodegenError, OpenCLRenderer
+from isozyme.codegen.opencl_language import OpenCLRenderer
 from isozyme.codegen.opencl_loop_kernels import BodyRenderer
 from isozyme.codegen.opencl_lowerings import LOWERINGS
 from isozyme.codegen.opencl_serial import SerialRenderer

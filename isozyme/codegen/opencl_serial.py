@@ -10,6 +10,7 @@ are never run here: the host runs them as the loop's kernel (`opencl_loop_kernel
 
 from __future__ import annotations
 
+from isozyme.codegen.abi import CodegenError
 from isozyme.codegen.error_sites import ErrorSite, register_site
 from isozyme.codegen.opencl_control import (
     ALLOC,
@@ -31,7 +32,7 @@ from isozyme.codegen.opencl_control import (
     wrapping_add,
 )
 from isozyme.codegen.opencl_function import FunctionRenderer, Lowering
-from isozyme.codegen.opencl_language import CodegenError, OpenCLRenderer
+from isozyme.codegen.opencl_language import OpenCLRenderer
 from isozyme.codegen.opencl_lowerings import LOWERINGS, _lower_alloc, check_shape, check_size
 from isozyme.codegen.out_of_ssa import OutOfSSA
 from isozyme.codegen.parallel_loops import ParallelLoop

@@ -16,7 +16,7 @@ checks the error record: a failure raises the exception the interpreter raises
 pyopencl is imported on first use only (`opencl_device.import_pyopencl`), and this path never imports
 llvmlite.
 
-`with counting() as stats:` counts what the calls in the block do (`runtime/opencl_counters.py`): NDRange
+`with opencl_counters.counting() as stats:` counts what the calls in the block do: NDRange
 launches of loop kernels, runs of the serial kernel (each resume one), buffer allocations and fills, and a
 model of the bytes moved: per loop-kernel launch, the full size of every array it reads plus of every
 array it writes (from the kernel's OpenCL C), the serial kernel's arrays once per call. A model, the same
@@ -60,8 +60,6 @@ from isozyme.optimize.memory_reuse import place_module_in_arena
 from isozyme.runtime import disk_cache, host_identity, opencl_counters
 from isozyme.runtime.device_array import DeviceArray
 from isozyme.runtime.disk_cache import sha256
-from isozyme.runtime.opencl_counters import OpenCLStats as OpenCLStats  # re-exported
-from isozyme.runtime.opencl_counters import counting as counting  # `opencl_backend.counting()`
 from isozyme.runtime.opencl_device import Device, device, import_pyopencl
 from isozyme.ssa.ir import Function, Module
 from isozyme.ssa.printer import print_module

@@ -1,6 +1,6 @@
 """Launch, allocation and bytes-moved counters of the OpenCL backend (`opencl_backend.Runner`).
 
-    with opencl_backend.counting() as stats:
+    with opencl_counters.counting() as stats:
         gradient(*args)
     stats.loop_launches, stats.serial_launches, stats.loop_bytes, stats.as_dict()
 
