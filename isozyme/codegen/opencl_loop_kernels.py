@@ -29,7 +29,7 @@ from isozyme.codegen.opencl_control import (
 )
 from isozyme.codegen.opencl_function import FunctionRenderer, Lowering
 from isozyme.codegen.opencl_language import OpenCLRenderer
-from isozyme.codegen.opencl_lowerings import LOWERINGS, _flat_index, _lower_alloc, _uninitialized_fill, check_shape
+from isozyme.codegen.opencl_lowerings import LOWERINGS, check_shape, flat_index, lower_alloc, uninitialized_fill
 from isozyme.codegen.opencl_serial import SerialRenderer, scratch_count, view_pointer
 from isozyme.codegen.out_of_ssa import OutOfSSA
 from isozyme.codegen.parallel_loops import ParallelLoop, live_ins
@@ -226,7 +226,7 @@ def _body_alloc(r: FunctionRenderer, inst: Instruction) -> None:
     """A private C array, or this work item's copy in the scratch buffer, filled as a fresh array."""
     assert isinstance(r, BodyRenderer)
     if inst not in r.loop.scratch:
-        return _lower_alloc(r, inst)
+        return lower_alloc(r, inst)
     name = r.names[inst]
     check_shape(r, inst, inst.operands)
     for k, extent in enumerate(inst.operands):
@@ -234,7 +234,7 @@ def _body_alloc(r: FunctionRenderer, inst: Instruction) -> None:
     count = scratch_count(r, inst, "inner")
     r.emit(f"{name} = s{r.serial.site_of[inst]} + gid * ({count});")
     element: ScalarType = inst.type.element  # type: ignore[attr-defined]
-    fill = "0" if "zeroed" in inst.flags else _uninitialized_fill(r, element)
+    fill = "0" if "zeroed" in inst.flags else uninitialized_fill(r, element)
     r.emit(f"for (long k = 0; k < {count}; k++) {name}[k] = ({r.lang.storage(element)}){fill};")
     return None
 
@@ -244,7 +244,7 @@ def _body_atomic_add(r: FunctionRenderer, inst: Instruction) -> None:
     value, array, *indices = inst.operands
     element: ScalarType = array.type.element  # type: ignore[attr-defined]
     mode = r.loop.modes.get(inst, "atomic")
-    offset = _flat_index(r, inst, array, tuple(indices))
+    offset = flat_index(r, inst, array, tuple(indices))
     target = f"{r.name(array)}[{offset}]"
     if mode == "group" and not r.naive:
         acc = r.accumulator(inst)

@@ -159,7 +159,7 @@ def _lower_fptosi(r: FunctionRenderer, inst: Instruction) -> str:
     return f"({r.lang.scalar(inst.type)}){x}"
 
 
-def _flat_index(r: FunctionRenderer, inst: Instruction, array: Value, indices: tuple[Value, ...]) -> str:
+def flat_index(r: FunctionRenderer, inst: Instruction, array: Value, indices: tuple[Value, ...]) -> str:
     """The row-major element offset; in checked mode, or for an access flagged `checked`, every index is
     checked first."""
     names = [r.name(i) for i in indices]
@@ -175,7 +175,7 @@ def _flat_index(r: FunctionRenderer, inst: Instruction, array: Value, indices: t
 
 def _lower_load(r: FunctionRenderer, inst: Instruction) -> str:
     array, *indices = inst.operands
-    element = f"{r.name(array)}[{_flat_index(r, inst, array, tuple(indices))}]"
+    element = f"{r.name(array)}[{flat_index(r, inst, array, tuple(indices))}]"
     return f"({element} != 0)" if inst.type.is_bool else element  # type: ignore[union-attr]
 
 
@@ -183,13 +183,13 @@ def _lower_store(r: FunctionRenderer, inst: Instruction) -> None:
     value, array, *indices = inst.operands
     element_type: ScalarType = array.type.element  # type: ignore[attr-defined]
     stored = f"({r.lang.storage(element_type)}){r.name(value)}"
-    r.emit(f"{r.name(array)}[{_flat_index(r, inst, array, tuple(indices))}] = {stored};")
+    r.emit(f"{r.name(array)}[{flat_index(r, inst, array, tuple(indices))}] = {stored};")
 
 
 def _lower_atomic_add(r: FunctionRenderer, inst: Instruction) -> None:
     """Serial execution: a plain read-modify-write (wrapping for integers)."""
     value, array, *indices = inst.operands
-    element = f"{r.name(array)}[{_flat_index(r, inst, array, tuple(indices))}]"
+    element = f"{r.name(array)}[{flat_index(r, inst, array, tuple(indices))}]"
     element_type: ScalarType = array.type.element  # type: ignore[attr-defined]
     if element_type.is_int:
         u = _unsigned(r, element_type)
@@ -204,7 +204,7 @@ def _lower_dim(r: FunctionRenderer, inst: Instruction) -> str:
     return r.extents(inst.operands[0])[int(inst.attrs["axis"])]  # type: ignore[call-overload]
 
 
-def _uninitialized_fill(r: FunctionRenderer, element: ScalarType) -> str:
+def uninitialized_fill(r: FunctionRenderer, element: ScalarType) -> str:
     if element.is_float:
         return r.lang.float_literal(math.nan, element)
     if element.is_int:
@@ -245,7 +245,7 @@ def size_details(inst: Instruction, rank: int) -> dict[str, object]:
     return {"rank": rank, "element": str(element), "itemsize": element.numpy_dtype.itemsize}
 
 
-def _lower_alloc(r: FunctionRenderer, inst: Instruction) -> None:
+def lower_alloc(r: FunctionRenderer, inst: Instruction) -> None:
     """A private C array sized by the constant extents, filled as the interpreter fills it; with run-time
     extents, or growable (a tape, `_lower_grow`), a block of the device heap (`_heap_alloc`). An alloc that
     nothing uses only checks its shape."""
@@ -261,7 +261,7 @@ def _lower_alloc(r: FunctionRenderer, inst: Instruction) -> None:
     element: ScalarType = inst.type.element  # type: ignore[attr-defined]
     storage = r.lang.storage(element)
     r.decls.append(f"  {storage} {name}_data[{max(size, 1)}];")
-    fill = "0" if "zeroed" in inst.flags else _uninitialized_fill(r, element)
+    fill = "0" if "zeroed" in inst.flags else uninitialized_fill(r, element)
     r.emit(f"for (long k = 0; k < {size}; k++) {name}_data[k] = ({storage}){fill};")
     r.emit(f"{name} = {name}_data;")
     for k, extent in enumerate(shape):
@@ -294,7 +294,7 @@ def _heap_alloc(r: FunctionRenderer, inst: Instruction) -> None:
     r.emit(f"  {name} = (__global {storage}*)(heap + at);")
     r.emit(f"  if (at + words > err[{HEAP_WORDS}]) {name} = 0; }}")
     r.check(f"{name} != 0", inst, "out-of-memory", extents, **size_details(inst, len(extents)))
-    fill = "0" if "zeroed" in inst.flags else _uninitialized_fill(r, element)
+    fill = "0" if "zeroed" in inst.flags else uninitialized_fill(r, element)
     r.emit(f"for (long k = 0; k < {count}; k++) {name}[k] = ({storage}){fill};")
     return None
 
@@ -340,7 +340,7 @@ def _lower_grow(r: FunctionRenderer, inst: Instruction) -> None:
     r.emit(f"  long at = atom_add((volatile __global long*)(err + ({HEAP_TOP})), words);")
     r.emit(f"  __global {storage}* fresh = at + words <= err[{HEAP_WORDS}] ? (__global {storage}*)(heap + at) : 0;")
     r.check("fresh != 0", inst, "out-of-memory", ["grown"], rank=1)
-    fill = "0" if "zeroed" in array.flags else _uninitialized_fill(r, element)  # type: ignore[attr-defined]
+    fill = "0" if "zeroed" in array.flags else uninitialized_fill(r, element)  # type: ignore[attr-defined]
     r.emit(f"  for (long k = 0; k < grown; k++) fresh[k] = k < {name}_d0 ? {name}[k] : ({storage}){fill};")
     r.emit(f"  {name} = fresh; {name}_d0 = grown;")
     r.emit("}")
@@ -435,7 +435,7 @@ LOWERINGS: dict[Op, Lowering] = {
     Op.STORE: _lower_store,
     Op.ATOMIC_ADD: _lower_atomic_add,
     Op.DIM: _lower_dim,
-    Op.ALLOC: _lower_alloc,
+    Op.ALLOC: lower_alloc,
     Op.VIEW: _lower_view,
     Op.GROW: _lower_grow,
     Op.CALL: _lower_call,

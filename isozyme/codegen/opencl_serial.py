@@ -33,7 +33,7 @@ from isozyme.codegen.opencl_control import (
 )
 from isozyme.codegen.opencl_function import FunctionRenderer, Lowering
 from isozyme.codegen.opencl_language import OpenCLRenderer
-from isozyme.codegen.opencl_lowerings import LOWERINGS, _lower_alloc, check_shape, check_size
+from isozyme.codegen.opencl_lowerings import LOWERINGS, check_shape, check_size, lower_alloc
 from isozyme.codegen.out_of_ssa import OutOfSSA
 from isozyme.codegen.parallel_loops import ParallelLoop
 from isozyme.ssa.ir import Block, Function, Instruction
@@ -201,7 +201,7 @@ def _serial_alloc(r: FunctionRenderer, inst: Instruction) -> None:
     """In the serial kernel: extents, then ask the host for the site's buffer, filled."""
     assert isinstance(r, SerialRenderer)
     if inst.block in r.hidden:
-        return _lower_alloc(r, inst)
+        return lower_alloc(r, inst)
     name = r.names[inst]
     extents = [r.name(v) for v in inst.operands]
     check_shape(r, inst, inst.operands)
