@@ -57,7 +57,7 @@ def _gradient_params(kernel: Kernel, activities: tuple[ArgActivity, ...]) -> lis
 
 
 def _stage_printer(kernel: Kernel, opt: str) -> Callable[[str, Module], None]:
-    """Prints the "grad" stage to stderr when ISOZYME_PRINT_IR asks for it."""
+    """Prints a stage ("grad", "grad-opt", "fwd", ...) to stderr when ISOZYME_PRINT_IR asks for it."""
     def stage(name: str, module: Module) -> None:
         if name in print_ir_request():
             print(f"; *** {name} of kernel {kernel.definition.name} ({opt}) ***\n{print_module(module)}",
@@ -65,27 +65,37 @@ def _stage_printer(kernel: Kernel, opt: str) -> Callable[[str, Module], None]:
     return stage
 
 
-def differentiate(kernel: Kernel, activities: tuple[ArgActivity, ...], opt: str,
-                  on_stage: Callable[[str, Module], None] | None = None) -> Gradient:
-    """A fresh `diffe_<f>` of `kernel` (not cached: `show_ir` and `show_cache` use it)."""
-    module, function = kernel.lower()
-    print_ir = print_ir_request()
-    options = PassOptions(print_after_all="after-all" in print_ir,
-                          print_after=print_ir - {"ssa", "opt", "grad", "grad-opt"})
-
+def _stage_callback(kernel: Kernel, opt: str, on_stage: Callable[[str, Module], None] | None
+                    ) -> Callable[[str, Module], None]:
+    """The stage callback of an AD pipeline: print what ISOZYME_PRINT_IR asks for, then tell `on_stage`."""
     printer = _stage_printer(kernel, opt)
 
     def stage(name: str, module: Module) -> None:
         printer(name, module)
         if on_stage is not None:
             on_stage(name, module)
+    return stage
+
+
+_IR_STAGES = frozenset({"ssa", "opt", "grad", "grad-opt", "fwd", "fwd-opt"})
+"""ISOZYME_PRINT_IR words that name a stage, not a pass."""
+
+
+def _pass_options() -> PassOptions:
+    print_ir = print_ir_request()
+    return PassOptions(print_after_all="after-all" in print_ir, print_after=print_ir - _IR_STAGES)
+
+
+def differentiate(kernel: Kernel, activities: tuple[ArgActivity, ...], opt: str,
+                  on_stage: Callable[[str, Module], None] | None = None) -> Gradient:
+    """A fresh `diffe_<f>` of `kernel` (not cached: `show_ir` and `show_cache` use it)."""
+    module, function = kernel.lower()
     try:
-        gradient = reverse_gradient(module, function, activities, opt, options, stage)
+        gradient = reverse_gradient(module, function, activities, opt, _pass_options(),
+                                    _stage_callback(kernel, opt, on_stage))
     except DifferentiationError as error:
         raise error.with_traceback(None) from None
-    if "grad-opt" in print_ir:
-        print(f"; *** grad-opt of kernel {kernel.definition.name} ({opt}) ***\n{print_module(module)}",
-              file=sys.stderr)
+    _stage_printer(kernel, opt)("grad-opt", module)
     return gradient
 
 
@@ -156,16 +166,11 @@ def _gradient_optimizer(kernel: Kernel, function: Function, activities: tuple[Ar
     """What a backend runs on the lowered module on a cache miss: the gradient pipeline, `diffe_<f>`."""
     def optimize(module: Module) -> Function:
         verify(module)
-        print_ir = print_ir_request()
-        options = PassOptions(print_after_all="after-all" in print_ir,
-                              print_after=print_ir - {"ssa", "opt", "grad", "grad-opt"})
         try:
-            gradient = reverse_gradient(module, function, activities, opt, options, _stage_printer(kernel, opt))
+            gradient = reverse_gradient(module, function, activities, opt, _pass_options(), _stage_printer(kernel, opt))
         except DifferentiationError as error:
             raise error.with_traceback(None) from None
-        if "grad-opt" in print_ir:
-            print(f"; *** grad-opt of kernel {kernel.definition.name} ({opt}) ***\n{print_module(module)}",
-                  file=sys.stderr)
+        _stage_printer(kernel, opt)("grad-opt", module)
         return gradient.function
     return optimize
 
@@ -197,32 +202,18 @@ def parse_activity(kernel: Kernel, activity: Sequence[str | ArgActivity]) -> tup
 # --- forward mode and Hessian-vector products --------------------------------------------------------------
 
 
-_IR_STAGES = frozenset({"ssa", "opt", "grad", "grad-opt", "fwd", "fwd-opt"})
-"""ISOZYME_PRINT_IR words that name a stage, not a pass."""
-
 Build = Callable[[Module, Function, PassOptions, Callable[[str, Module], None]], ForwardDerivative]
 """Runs an AD pipeline of `enzyme_ad/gradient.py` on a freshly lowered module and function."""
-
-
-def _pass_options() -> PassOptions:
-    print_ir = print_ir_request()
-    return PassOptions(print_after_all="after-all" in print_ir, print_after=print_ir - _IR_STAGES)
 
 
 def run_build(kernel: Kernel, build: Build, module: Module, function: Function, opt: str,
                on_stage: Callable[[str, Module], None] | None = None) -> ForwardDerivative:
     """`build` with the stages ISOZYME_PRINT_IR asks for printed ("fwd-opt" at the end), `on_stage` told."""
-    printer = _stage_printer(kernel, opt)
-
-    def stage(name: str, module: Module) -> None:
-        printer(name, module)
-        if on_stage is not None:
-            on_stage(name, module)
     try:
-        derivative = build(module, function, _pass_options(), stage)
+        derivative = build(module, function, _pass_options(), _stage_callback(kernel, opt, on_stage))
     except DifferentiationError as error:
         raise error.with_traceback(None) from None
-    printer("fwd-opt", module)
+    _stage_printer(kernel, opt)("fwd-opt", module)
     return derivative
 
 
