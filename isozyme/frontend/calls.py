@@ -157,10 +157,11 @@ class CallLowering(ExpressionLowering):
 
     def lower_kernel_call(self, node: ast.Call, kernel: object) -> Value | None:
         definition = kernel_definition_of(kernel)
-        callee = self.compiler.function_for(definition, self.source, node)  # type: ignore[arg-type]
-        params = definition.parameter_names()  # type: ignore[union-attr]
-        bound = self.bind_arguments(node, definition.name, params)  # type: ignore[union-attr]
-        values = [self.kernel_argument(definition.name, name, arg_node, value, param.type)  # type: ignore[union-attr]
+        assert definition is not None  # lower_call dispatches here only for kernels
+        callee = self.compiler.function_for(definition, self.source, node)
+        params = definition.parameter_names()
+        bound = self.bind_arguments(node, definition.name, params)
+        values = [self.kernel_argument(definition.name, name, arg_node, value, param.type)
                   for (name, (arg_node, value)), param in zip(bound.items(), callee.args, strict=True)]
         call = self.b.call(callee, *values)
         return None if callee.return_type.is_void else call

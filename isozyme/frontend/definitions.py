@@ -19,11 +19,6 @@ MISSING = object()
 """`lookup_global` found nothing."""
 
 
-def kernel_definition_of(obj: object) -> object | None:
-    """The frontend definition behind a kernel object (duck-typed: the runtime owns the class)."""
-    return getattr(obj, "__isozyme_definition__", None)
-
-
 @dataclass(eq=False)
 class KernelDefinition:
     """A Python function decorated as a kernel, before compilation."""
@@ -56,6 +51,11 @@ class KernelDefinition:
         if name in self.py_func.__globals__:
             return self.py_func.__globals__[name]
         return getattr(builtins, name, MISSING)
+
+
+def kernel_definition_of(obj: object) -> KernelDefinition | None:
+    """The frontend definition behind a kernel object (duck-typed: the runtime owns the class)."""
+    return getattr(obj, "__isozyme_definition__", None)
 
 
 @dataclass(frozen=True, eq=False)
