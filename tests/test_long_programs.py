@@ -82,3 +82,19 @@ def test_2000_sequential_branches(tmp_path: Path) -> None:
     x = np.linspace(-1.0, 1.0, SIZE)
     assert np.isclose(kernel(x), kernel.py_func(x), rtol=1e-12)
     assert np.allclose(iz.grad(kernel)(x), coefficients(2000) * (x > 0.0), rtol=1e-13)
+
+
+def test_a_block_of_a_thousand_checks_compiles(tmp_path: Path) -> None:
+    """Each bounds check ends an LLVM block and continues in a new one; the new block's name must not grow
+    with the number of checks before it (LLVM refuses a name over 1,024 characters: the long fuzz profile
+    found `entry.ok.ok...` in a gradient with a few hundred checks in one block)."""
+    terms = 1000
+    body = "    return " + " + ".join(f"x[{k}] * {k + 1}.0" for k in range(terms)) + "\n"
+    module = load_module(tmp_path, "checked_terms", "@iz.kernel(boundscheck=True)\ndef checked_terms(x: Array[f64]) "
+                         "-> f64:\n" + body)
+    x = np.linspace(-1.0, 1.0, terms)
+    weights = np.arange(1.0, terms + 1.0)
+    assert module.checked_terms(x) == pytest.approx(float(weights @ x), rel=1e-12)
+    np.testing.assert_allclose(iz.grad(module.checked_terms)(x), weights, rtol=1e-15)
+    with pytest.raises(IndexError):
+        module.checked_terms(x[:10])

@@ -48,6 +48,8 @@ class FunctionEmitter:
         self._error_exit: ir.Block | None = None
         self.prologue = self.llvm_fn.append_basic_block("prologue")
         self.builder = ir.IRBuilder(self.prologue)
+        self.emitting: ir.Block = self.prologue
+        """The LLVM block of the SSA block being emitted (its checks continue in blocks named after it)."""
 
     def emit(self) -> None:
         order = reverse_post_order(self.function)
@@ -68,6 +70,7 @@ class FunctionEmitter:
                 self.values[phi] = self.builder.phi(register_type(phi.type), name=phi.name or "")
         for block in order:
             self.builder.position_at_end(self.blocks[block])
+            self.emitting = self.blocks[block]
             for inst in block.instructions[len(block.phis):]:
                 self._emit_instruction(inst)
             self.exits[block] = self.builder.block
@@ -132,13 +135,19 @@ class FunctionEmitter:
             self.builder.position_at_end(saved)
         return self._error_exit
 
+    def continuation(self, suffix: str) -> ir.Block:
+        """A new block for what follows a check or a call in the SSA block being emitted, named after that
+        block and one suffix (`body.ok`, which llvmlite numbers `body.ok.1`, ...). A name grown by a suffix
+        per check (`body.ok.ok...`) passed LLVM's limit of 1,024 characters at a few hundred checks."""
+        return self.llvm_fn.append_basic_block(f"{self.emitting.name}.{suffix}")
+
     def check(self, ok: ir.Value, inst: Instruction, kind: str, payload: list[ir.Value],
               **details: object) -> None:
         """Continue when `ok`; otherwise record the failure of a new error site and leave the function."""
         site = register_site(self.module.sites, ErrorSite(kind, str(inst.loc) if inst.loc else None,
                                                           str(inst.op), details))
         failed = self.llvm_fn.append_basic_block(f"{kind}.failed")
-        resume = self.llvm_fn.append_basic_block(f"{self.builder.block.name}.ok")
+        resume = self.continuation("ok")
         branch = self.builder.cbranch(ok, resume, failed)
         branch.set_weights([1 << 20, 1])
         self.builder.position_at_end(failed)

@@ -385,7 +385,7 @@ def _lower_call(em: FunctionEmitter, inst: Instruction) -> ir.Value | None:
             args.append(operand)
     result = b.call(em.module.functions[inst.callee], [*args, em.record])
     status = b.load(em.record_slot(0), typ=I64)
-    resume = em.llvm_fn.append_basic_block(f"{b.block.name}.ret")
+    resume = em.continuation("ret")
     branch = b.cbranch(b.icmp_signed("==", status, ir.Constant(I64, 0)), resume, em.error_exit())
     branch.set_weights([1 << 20, 1])
     b.position_at_end(resume)
