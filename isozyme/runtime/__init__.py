@@ -30,4 +30,5 @@ paths that do not need them, and all point down.
   `shared_library`: compiled kernels linked and loaded as shared libraries
   `version`: isozyme's version (`pyproject.toml` reads it; every cache key holds it)
 - `opencl_device`: pyopencl, imported on first use, and the OpenCL device kernels run on
+  `environment`: the environment variables that choose compiled code, read fast enough for every call
 """

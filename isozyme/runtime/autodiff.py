@@ -17,7 +17,16 @@ is read as JAX reads it (`argnum_positions`: a negative one counts from the end;
 named twice is a ValueError), for `hvp` too.
 
 A gradient is compiled once per kernel, activity pattern, `opt`, backend and checked mode, through the
-pipeline of `enzyme_ad/gradient.py` (`compiled_derivatives.py`). The checks made
+pipeline of `enzyme_ad/gradient.py` (`compiled_derivatives.py`).
+
+The call path is thin (`_ReverseCall`): the first call with a pattern of argument kinds (`Const`,
+`Duplicated`, `Active`, plain; for `grad`, which argnums are numpy arrays) makes every check that depends on
+kinds only, finds the compiled derivative and keeps both, beside the kernel's gradients (a custom rule
+registered later empties them) and under the environment variables that choose compiled code
+(`environment.py`: a change to `ISOZYME_BACKEND`, `ISOZYME_BOUNDSCHECK`, `ISOZYME_LOOP_FUSION` or
+`ISOZYME_CHECK_RACES` takes effect at the next call). A later call then does what must be done per call:
+the shadow and output arrays, the checks below, one native call (about 3-5 us in all on one-element
+kernels, `benchmarks/dispatch.py`). The checks made
 before every call, besides the kernel's own argument checks (which cover the shadows too: dtype, rank,
 contiguity, no two arrays sharing memory): `Duplicated` needs a float array and a shadow of the same
 dtype and shape; `Active` needs a float scalar parameter; integers are never active (TypeError naming the
@@ -34,9 +43,11 @@ import numpy as np
 
 from isozyme.enzyme_ad.activity import ArgActivity
 from isozyme.enzyme_ad.gradient import check_opt, hvp_parameters
+from isozyme.runtime import compile_log
 from isozyme.runtime.arguments import Parameter
-from isozyme.runtime.compiled_derivatives import compiled_forward, compiled_gradient, compiled_hvp
+from isozyme.runtime.compiled_derivatives import CompiledGradient, compiled_forward, compiled_gradient, compiled_hvp
 from isozyme.runtime.device_array import DeviceArray
+from isozyme.runtime.environment import selection
 from isozyme.runtime.kernel import Kernel
 from isozyme.ssa import interpreter
 from isozyme.ssa.types import ArrayType, Type
@@ -115,29 +126,85 @@ def _checked_signature(api: str, kernel: Kernel, args: Sequence[object]) -> tupl
     return params, return_type
 
 
+@dataclass(frozen=True, eq=False)
+class _ReverseCall:
+    """How to call one compiled `diffe_<f>`: what `autodiff` and `grad` worked out for an activity pattern,
+    kept so that a later call with the same pattern (and the same `environment.selection()`) does per call
+    only what must be done per call: the shadow and output arrays, the argument checks (the compiled entry
+    makes those), and the call."""
+
+    kernel: Kernel
+    activities: tuple[ArgActivity, ...]
+    opt: str
+    compiled: CompiledGradient
+    outputs: tuple[np.dtype | None, ...]
+    """Per parameter, the dtype of its adjoint's one-element output (Active), else None."""
+    default_seed: object
+    """The cotangent of the returned float when no seed is given (1.0), None for a kernel returning none."""
+    home: dict
+    """The kernel's gradient cache it was made for: registering a custom rule replaces that cache, and with
+    it every `_ReverseCall` made before."""
+
+    @classmethod
+    def make(cls, kernel: Kernel, activities: tuple[ArgActivity, ...], opt: str, backend: str | None) -> _ReverseCall:
+        params, return_type = kernel.signature()
+        outputs = tuple(p.type.numpy_dtype if kind is ArgActivity.ACTIVE else None  # type: ignore[attr-defined]
+                        for p, kind in zip(params, activities))
+        seed = _checked_seed(kernel, return_type, None)
+        compiled = compiled_gradient(kernel, activities, opt, backend)
+        return cls(kernel, activities, opt, compiled, outputs, seed, kernel.__dict__["_gradients"])
+
+    def is_current(self) -> bool:
+        return self.home is self.kernel.__dict__.get("_gradients")
+
+    def __call__(self, values: Sequence[object], shadows: Sequence[object], seed: object) -> tuple[object, list]:
+        """The primal return and the adjoint outputs of the Active parameters: `values` one per parameter,
+        `shadows` one per Duplicated parameter (in order), `seed` the checked cotangent."""
+        call: list[object] = []
+        adjoints: list[np.ndarray] = []
+        shadow = iter(shadows)
+        for value, kind, dtype in zip(values, self.activities, self.outputs):
+            call.append(value)
+            if dtype is not None:
+                adjoints.append(np.zeros(1, dtype))
+                call.append(adjoints[-1])
+            elif kind is _DUP:
+                call.append(next(shadow))
+        if seed is not None:
+            call.append(seed)
+        compile_log.record_derivative(self.kernel, "reverse", self.activities, self.opt, self.compiled.backend)
+        return self.compiled.entry(*call), adjoints
+
+
+_DUP = ArgActivity.DUP
+
+
 def autodiff(kernel: Kernel, *args: object, seed: float | None = None, opt: str = "post",
              backend: str | None = None) -> tuple[object, tuple[object, ...]]:
     """Reverse mode (module docstring): `(primal_return, adjoints of the Active arguments)`. `seed` is the
     cotangent of the returned float (default 1.0); a TypeError for a kernel that returns no float, where
     it would seed nothing (the cotangents of array outputs go in their shadows)."""
-    params, return_type = _checked_signature("autodiff", kernel, args)
-    differet = _checked_seed(kernel, return_type, seed)
-    activities = tuple(_classify(kernel, p, a) for p, a in zip(params, args))
-    call: list[object] = []
-    outputs: list[np.ndarray] = []
-    for param, arg, kind in zip(params, args, activities):
-        value = arg.value if isinstance(arg, (Const, Duplicated, Active)) else arg
-        call.append(value)
-        if kind is ArgActivity.DUP:
-            _check_shadow(kernel, param, arg)  # type: ignore[arg-type]
-            call.append(arg.shadow)  # type: ignore[union-attr]
-        elif kind is ArgActivity.ACTIVE:
-            outputs.append(np.zeros(1, dtype=param.type.numpy_dtype))  # type: ignore[attr-defined]
-            call.append(outputs[-1])
-    if differet is not None:
-        call.append(differet)
-    result = compiled_gradient(kernel, activities, opt, backend).entry(*call)
-    return result, tuple(output[0].item() for output in outputs)
+    cache = kernel.__dict__.get("_gradients") if isinstance(kernel, Kernel) else None
+    key = ("autodiff", tuple(map(type, args)), opt, backend, selection())
+    found = cache.get(key) if cache is not None else None
+    if found is None:  # the first call with these kinds of arguments: every check that depends on kinds only
+        params, _ = _checked_signature("autodiff", kernel, args)
+        activities = tuple(_classify(kernel, p, a) for p, a in zip(params, args))
+        reverse = _ReverseCall.make(kernel, activities, opt, backend)
+        found = reverse.home[key] = (reverse, [(i, p) for i, (p, kind) in enumerate(zip(params, activities))
+                                               if kind is _DUP])
+    reverse, duplicated = found
+    differet = reverse.default_seed if seed is None else _checked_seed(kernel, kernel.signature()[1], seed)
+    shadows = []
+    for position, param in duplicated:
+        _check_shadow(kernel, param, args[position])  # type: ignore[arg-type]
+        shadows.append(args[position].shadow)  # type: ignore[attr-defined]
+    values = [arg.value if isinstance(arg, _ANNOTATIONS) else arg for arg in args]  # type: ignore[attr-defined]
+    result, adjoints = reverse(values, shadows, differet)
+    return result, tuple([adjoint.item() for adjoint in adjoints])
+
+
+_ANNOTATIONS = (Const, Duplicated, Active)
 
 
 def _checked_seed(kernel: Kernel, return_type: Type, seed: object) -> object:
@@ -176,6 +243,17 @@ def argnum_positions(kernel: Kernel, params: Sequence[Parameter], argnums: objec
     return positions
 
 
+def _grad_activities(kernel: Kernel, params: list[Parameter], positions: tuple[int, ...],
+                     arrays: tuple[bool, ...]) -> tuple[ArgActivity, ...]:
+    """What `grad` differentiates: numpy arrays in `argnums` Duplicated (with fresh zero shadows), any other
+    argument there Active (checked like `autodiff`'s Active), the rest Const."""
+    activities = [ArgActivity.CONST] * len(params)
+    for position, array in zip(positions, arrays):
+        annotated = Duplicated(None, None) if array else Active(None)
+        activities[position] = _classify(kernel, params[position], annotated)
+    return tuple(activities)
+
+
 def grad(kernel: Kernel, argnums: int | Sequence[int] = 0, opt: str = "post",
          backend: str | None = None) -> Callable[..., object]:
     """The gradient function of a float-returning kernel (module docstring)."""
@@ -187,20 +265,30 @@ def grad(kernel: Kernel, argnums: int | Sequence[int] = 0, opt: str = "post",
                         f"{return_type}: use iz.autodiff with a seeded shadow")
     positions = argnum_positions(kernel, params, argnums)
 
+    single = not isinstance(argnums, Sequence)
+
     def gradient(*args: object) -> object:
-        annotated: list[object] = list(args)
-        shadows: dict[int, np.ndarray] = {}
-        for position in positions:
-            if isinstance(params[position].type, ArrayType) and isinstance(args[position], np.ndarray):
-                shadows[position] = np.zeros_like(args[position])
-                annotated[position] = Duplicated(args[position], shadows[position])
-            else:
-                annotated[position] = Active(args[position])
-        _, adjoints = autodiff(kernel, *annotated, opt=opt, backend=backend)
+        if len(args) != len(params):
+            _checked_signature("grad", kernel, args)  # the TypeError naming the parameters
+        arrays = tuple([isinstance(args[p], np.ndarray) for p in positions])
+        key = (arrays, selection())
+        reverse = calls.get(key)
+        if reverse is None or not reverse.is_current():
+            activities = _grad_activities(kernel, params, positions, arrays)
+            reverse = calls[key] = _ReverseCall.make(kernel, activities, opt, backend)
+        if single:  # one argnum: its shadow, or its one adjoint
+            array = args[positions[0]]
+            if arrays[0]:
+                shadow = np.zeros(array.shape, array.dtype)  # type: ignore[union-attr]
+                reverse(args, (shadow,), reverse.default_seed)
+                return shadow
+            return reverse(args, (), reverse.default_seed)[1][0].item()
+        shadows = {p: np.zeros(args[p].shape, args[p].dtype) for p, array in zip(positions, arrays) if array}
+        _, adjoints = reverse(args, [shadows[p] for p in sorted(shadows)], reverse.default_seed)
         active = iter(adjoints)
-        by_position = {p: (shadows[p] if p in shadows else next(active)) for p in sorted(positions)}
-        values = tuple(by_position[p] for p in positions)
-        return values if isinstance(argnums, Sequence) else values[0]
+        by_position = {p: (shadows[p] if p in shadows else next(active).item()) for p in sorted(positions)}
+        return tuple(by_position[p] for p in positions)
+    calls: dict[tuple[bool, ...], _ReverseCall] = {}
     return gradient
 
 

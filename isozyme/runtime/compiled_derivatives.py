@@ -48,6 +48,8 @@ class CompiledGradient:
     name: str
     params: list[Parameter]
     entry: Callable[..., object]
+    backend: str
+    """The backend it was compiled for (what the compile log records per call)."""
 
 
 def _gradient_params(kernel: Kernel, activities: tuple[ArgActivity, ...]) -> list[Parameter]:
@@ -110,7 +112,7 @@ def compiled_gradient(kernel: Kernel, activities: tuple[ArgActivity, ...], opt: 
         params = _gradient_params(kernel, activities)
         compile_for = {"llvm": _compile_llvm, "opencl": _compile_opencl}.get(chosen, _compile_interp)
         cache[key] = CompiledGradient(f"diffe_{kernel.definition.name}", params,
-                                      compile_for(kernel, activities, opt, params))
+                                      compile_for(kernel, activities, opt, params), chosen)
     return cache[key]
 
 
@@ -270,7 +272,7 @@ def compiled_forward(kernel: Kernel, activities: tuple[ArgActivity, ...], opt: s
         name = f"fwddiffe_{kernel.definition.name}"
         pipeline = f"fwd:{opt}:{','.join(map(str, activities))}"
         entry = _compile_derivative(kernel, name, call_params, pipeline, opt, chosen, forward_build(activities, opt))
-        return CompiledGradient(name, call_params, entry)
+        return CompiledGradient(name, call_params, entry, chosen)
     return _cached_derivative(kernel, ("fwd", activities, opt, chosen, kernel.codegen_options(),
                                        race_detector.checks_races(chosen)), make)
 
@@ -291,8 +293,8 @@ def compiled_hvp(kernel: Kernel, positions: tuple[int, ...], opt: str, backend: 
         call_params = [Parameter(p.name, p.type) for p in signature]
         name = f"fwddiffe_diffe_{kernel.definition.name}"
         pipeline = f"hvp:{opt}:{','.join(map(str, positions))}"
-        return CompiledGradient(name, call_params, _compile_derivative(kernel, name, call_params, pipeline, opt,
-                                                                       chosen, build))
+        entry = _compile_derivative(kernel, name, call_params, pipeline, opt, chosen, build)
+        return CompiledGradient(name, call_params, entry, chosen)
     return _cached_derivative(kernel, ("hvp", positions, opt, chosen, kernel.codegen_options(),
                                        race_detector.checks_races(chosen)), make)
 
