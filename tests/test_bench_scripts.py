@@ -176,3 +176,33 @@ def test_llvm_backend_checks_every_gmm_call(monkeypatch: pytest.MonkeyPatch) -> 
     checks = llvm_backend.CHECKS
     assert not checks["gmm d=2 K=3 n=10 isozyme"].passed and checks["gmm d=2 K=3 n=10 numpy"].passed
     assert llvm_backend.exit_status(checks.values(), "llvm_backend.py") == 1
+
+
+# --- dispatch.py -----------------------------------------------------------------------------------------------
+
+def test_dispatch_runs_and_fails_on_a_wrong_gradient(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import dispatch
+
+    output = tmp_path / "dispatch.json"
+    assert dispatch.main(["--number", "20", "--repeat", "2", "--json", str(output)]) == 0
+    report = json.loads(output.read_text())
+    assert report["passed"] is True and report["rows"]["iz.grad(first)(x)"]["check"]["calls"] == 2
+    variants = dispatch.variants
+
+    def one_wrong_call() -> dict:
+        table = variants()
+        function, arguments, read, expected = table["iz.grad(first)(x)"]
+        calls = [0]
+
+        def sometimes_wrong(*args: object) -> object:
+            calls[0] += 1
+            result = function(*args)
+            return result + 1e-6 if calls[0] == 1 else result  # the call checked before the samples
+        table["iz.grad(first)(x)"] = (sometimes_wrong, arguments, read, expected)
+        return table
+    monkeypatch.setattr(dispatch, "variants", one_wrong_call)
+    assert dispatch.main(["--number", "20", "--repeat", "2", "--json", str(output)]) == 1
+    report = json.loads(output.read_text())
+    row = report["rows"]["iz.grad(first)(x)"]
+    assert report["passed"] is False and row["check"]["passed"] is False
+    assert report["rows"]["iz.grad(square)(a)"]["check"]["passed"] is True
