@@ -13,9 +13,9 @@ What is recorded, and when:
   compiled to record its next call (`Kernel.record_next_call` rebinds it to a one-shot wrapper that records
   it and binds the entry back). A call costs nothing more, the first call of each kernel in a log one
   Python call.
-- A derivative, `record_derivative(kernel, mode, activity, opt, backend)`, at every lookup of the compiled
-  derivative (`runtime/compiled_derivatives.py` looks it up at every `autodiff`, `grad`, `fwddiff` and `hvp`
-  call).
+- A derivative, `record_derivative(kernel, mode, activity, opt, backend)`, at every call: `fwddiff` and `hvp`
+  look their derivative up in `runtime/compiled_derivatives.py`, which records it; `autodiff` and `grad` call
+  through the derivative their first call found (`autodiff.py`, `_ReverseCall`), which records it each time.
 
 This module sits below the kernel (`runtime/kernel.py` imports it): it knows a kernel only as a
 `LoggedKernel`, what it asks of one.
