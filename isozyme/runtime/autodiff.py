@@ -264,8 +264,9 @@ def grad(kernel: Kernel, argnums: int | Sequence[int] = 0, opt: str = "post",
         raise TypeError(f"grad needs a kernel returning a float; '{kernel.definition.name}' returns "
                         f"{return_type}: use iz.autodiff with a seeded shadow")
     positions = argnum_positions(kernel, params, argnums)
-
     single = not isinstance(argnums, Sequence)
+    calls: dict[tuple[object, ...], _ReverseCall] = {}
+    """By which argnums are numpy arrays and `environment.selection()`."""
 
     def gradient(*args: object) -> object:
         if len(args) != len(params):
@@ -288,7 +289,6 @@ def grad(kernel: Kernel, argnums: int | Sequence[int] = 0, opt: str = "post",
         active = iter(adjoints)
         by_position = {p: (shadows[p] if p in shadows else next(active).item()) for p in sorted(positions)}
         return tuple(by_position[p] for p in positions)
-    calls: dict[tuple[bool, ...], _ReverseCall] = {}
     return gradient
 
 
