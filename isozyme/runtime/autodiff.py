@@ -245,8 +245,8 @@ def argnum_positions(kernel: Kernel, params: Sequence[Parameter], argnums: objec
 
 def _grad_activities(kernel: Kernel, params: list[Parameter], positions: tuple[int, ...],
                      arrays: tuple[bool, ...]) -> tuple[ArgActivity, ...]:
-    """What `grad` differentiates: numpy arrays in `argnums` Duplicated (with fresh zero shadows), any other
-    argument there Active (checked like `autodiff`'s Active), the rest Const."""
+    """What `grad` differentiates: numpy arrays for array parameters in `argnums` Duplicated (with fresh zero
+    shadows), any other argument there Active (checked like `autodiff`'s Active), the rest Const."""
     activities = [ArgActivity.CONST] * len(params)
     for position, array in zip(positions, arrays):
         annotated = Duplicated(None, None) if array else Active(None)
@@ -265,13 +265,14 @@ def grad(kernel: Kernel, argnums: int | Sequence[int] = 0, opt: str = "post",
                         f"{return_type}: use iz.autodiff with a seeded shadow")
     positions = argnum_positions(kernel, params, argnums)
     single = not isinstance(argnums, Sequence)
+    array_params = {p for p in positions if isinstance(params[p].type, ArrayType)}
     calls: dict[tuple[object, ...], _ReverseCall] = {}
     """By which argnums are numpy arrays and `environment.selection()`."""
 
     def gradient(*args: object) -> object:
         if len(args) != len(params):
             _checked_signature("grad", kernel, args)  # the TypeError naming the parameters
-        arrays = tuple([isinstance(args[p], np.ndarray) for p in positions])
+        arrays = tuple([p in array_params and isinstance(args[p], np.ndarray) for p in positions])
         key = (arrays, selection())
         reverse = calls.get(key)
         if reverse is None or not reverse.is_current():
