@@ -9,8 +9,10 @@ that layer, which import each other not at all; each module imports only modules
 (`lint-imports` checks it against the contracts in `pyproject.toml`).
 - `llvm`: `emit_llvm`: a module's LLVM IR, entry points and error sites (drives the llvm_*)
   `opencl_program`: `emit_opencl`: a module's OpenCL program (drives the opencl_* modules)
+- `llvm_worker`: a threaded `prange` loop's worker and task functions
 - `llvm_entry`: the C entry points `__raw` and `__fast` of the entry kernel, called through ctypes
   `llvm_lowerings`: `LOWERINGS`: how each op becomes LLVM IR
+  `llvm_parallel`: `prange` loops on the thread pool: which, and the dispatch that replaces each
   `opencl_loop_kernels`: a parallel loop as the body of one iteration and its NDRange kernel
 - `llvm_function`: `FunctionEmitter`: the walk over one function's blocks; checks, element addresses
   `opencl_serial`: the entry function as the serial kernel, which yields to the host
@@ -25,4 +27,5 @@ that layer, which import each other not at all; each module imports only modules
 - `abi`: the contract with the runtime that needs no llvmlite (`CodegenOptions`, ...)
   `address_spaces`: the versions of a called function, one per address-space signature
   `error_sites`: where compiled code can fail, and the exception each failure becomes
+  `llvm_thread_pool`: the thread pool's LLVM IR (POSIX threads), compiled once per process
 """

@@ -26,7 +26,13 @@ class CodegenOptions:
     """Put LLVM's `fast` flags on float arithmetic (reassociation: results change in the last bits)."""
     loop_fusion: bool = True
     """Run loop fusion after AD (`ISOZYME_LOOP_FUSION=0` turns it off, to measure what it brings)."""
+    threads: bool = True
+    """LLVM: run `prange` loops as tasks on the thread pool (`codegen/llvm_parallel.py`); off, they are
+    serial loops in the function (what a thread count of 1 computes, in one task)."""
 
+
+MAX_TASKS = 256
+"""LLVM: the most tasks one `prange` loop is split into (`codegen/llvm_parallel.py`)."""
 
 ARRAY_OBJECT = {"type": 8, "data": 16, "ndim": 24, "shape": 32, "descr": 56, "flags": 64}
 """Byte offsets of the fields of numpy's `PyArrayObject_fields` on a 64-bit CPython (after the 16-byte

@@ -5,7 +5,8 @@
 
 This module drives the backend: it declares every function of the module (`llvm_module.py`), emits each
 body (the walk of `llvm_function.py` through the table of `llvm_lowerings.py`, in the representation of
-`llvm_types.py`), then the C entry points of the entry kernel (`llvm_entry.py`). The result holds every
+`llvm_types.py`; its `prange` loops as tasks for the thread pool, `llvm_parallel.py` and `llvm_worker.py`),
+then the C entry points of the entry kernel (`llvm_entry.py`). The result holds every
 function of the module, internal, and the two external entry points; the error sites are numbered from 1
 in the order the checks were emitted.
 """
@@ -20,6 +21,8 @@ from isozyme.codegen.llvm_entry import emit_entry_points
 from isozyme.codegen.llvm_function import FunctionEmitter
 from isozyme.codegen.llvm_lowerings import LOWERINGS
 from isozyme.codegen.llvm_module import ModuleEmitter
+from isozyme.codegen.llvm_parallel import outline, plan_threaded_loops
+from isozyme.codegen.llvm_worker import emit_workers
 from isozyme.ssa.ir import Function, Module
 
 
@@ -32,6 +35,11 @@ class LLVMProgram:
     """The entry kernel's internal function."""
     sites: list[ErrorSite] = field(default_factory=list)
     """The error sites, numbered from 1 in list order."""
+    slot_symbol: str | None = None
+    """`ptr slot()`, the address of the module's pointer to the thread pool (`llvm_parallel.py`), when a
+    loop runs on the pool; the runtime sets that pointer before the first call."""
+    serial_loops: list[str] = field(default_factory=list)
+    """Why each `prange` loop that runs serially does."""
 
 
 def emit_llvm(module: Module, entry: Function, options: CodegenOptions, symbol_prefix: str,
@@ -42,7 +50,14 @@ def emit_llvm(module: Module, entry: Function, options: CodegenOptions, symbol_p
     rejects read-only numpy arrays for those)."""
     emitter = ModuleEmitter(module, options, symbol_prefix)
     emitter.declare_all(entry)
+    serial: list[str] = []
     for function in module:
-        FunctionEmitter(emitter, function, LOWERINGS).emit()
+        threaded, reasons = plan_threaded_loops(emitter, function) if options.threads else ([], [])
+        serial += reasons
+        body = FunctionEmitter(emitter, function, LOWERINGS)
+        outline(body, threaded)
+        body.emit()
+        emit_workers(emitter, function, threaded)
     emit_entry_points(emitter, entry, writable)
-    return LLVMProgram(str(emitter.llvm), emitter.symbol(entry), emitter.sites)
+    slot = emitter.slot_symbol if emitter.threaded else None
+    return LLVMProgram(str(emitter.llvm), emitter.symbol(entry), emitter.sites, slot, serial)

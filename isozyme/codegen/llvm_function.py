@@ -31,12 +31,14 @@ from isozyme.ssa.types import ArrayType
 class FunctionEmitter:
     """The LLVM body of one SSA function (module docstring)."""
 
-    def __init__(self, module: ModuleEmitter, function: Function, lowerings: Mapping[Op, Lowering]) -> None:
-        """`lowerings`: how each op but phi becomes LLVM IR (`llvm_lowerings.LOWERINGS`)."""
+    def __init__(self, module: ModuleEmitter, function: Function, lowerings: Mapping[Op, Lowering],
+                 llvm_fn: ir.Function | None = None) -> None:
+        """`lowerings`: how each op but phi becomes LLVM IR (`llvm_lowerings.LOWERINGS`). `llvm_fn`: the LLVM
+        function to emit into (a loop's worker, `llvm_parallel.py`), else the function's own."""
         self.module = module
         self.function = function
         self.lowerings = lowerings
-        self.llvm_fn = module.functions[function]
+        self.llvm_fn = llvm_fn or module.functions[function]
         self.record = self.llvm_fn.args[-1]
         self.fmf = ("fast",) if module.options.fastmath else ()
         self.values: dict[Value, ir.Value] = {}
@@ -50,9 +52,14 @@ class FunctionEmitter:
         self.builder = ir.IRBuilder(self.prologue)
         self.emitting: ir.Block = self.prologue
         """The LLVM block of the SSA block being emitted (its checks continue in blocks named after it)."""
+        self.outlined: dict[Block, tuple[set[Block], Callable[[], None]]] = {}
+        """Loops that run elsewhere (`llvm_parallel.py`), by header: their blocks, which are not emitted, and
+        what to emit instead where the header would be (it must bind the header's phis, end by branching to
+        the loop's exit and record its last block in `exits[header]`)."""
 
     def emit(self) -> None:
-        order = reverse_post_order(self.function)
+        skipped = {block for header, (blocks, _) in self.outlined.items() for block in blocks if block is not header}
+        order = [block for block in reverse_post_order(self.function) if block not in skipped]
         self._bind_arguments()
         if any(inst.op is Op.ALLOC for inst in self.function.instructions()):
             self.alloc_head = self.builder.alloca(POINTER, name="local_arrays")
@@ -64,17 +71,25 @@ class FunctionEmitter:
         for block in order:
             self.blocks[block] = self.llvm_fn.append_basic_block(block.name or "bb")
         self.builder.branch(self.blocks[self.function.entry])
-        for block in order:
+        self.emit_blocks(order)
+
+    def emit_blocks(self, order: list[Block]) -> None:
+        """The phis, instructions and phi incomings of `order`'s blocks, whose LLVM blocks exist."""
+        walked = [block for block in order if block not in self.outlined]
+        for block in walked:
             self.builder.position_at_start(self.blocks[block])
             for phi in block.phis:
                 self.values[phi] = self.builder.phi(register_type(phi.type), name=phi.name or "")
         for block in order:
             self.builder.position_at_end(self.blocks[block])
             self.emitting = self.blocks[block]
+            if block in self.outlined:
+                self.outlined[block][1]()
+                continue
             for inst in block.instructions[len(block.phis):]:
                 self._emit_instruction(inst)
             self.exits[block] = self.builder.block
-        for block in order:
+        for block in walked:
             for phi in block.phis:
                 for pred, value in phi.incoming:
                     if pred in self.exits:  # an unreachable predecessor has no LLVM block
@@ -177,14 +192,14 @@ class FunctionEmitter:
 
     # --- arrays ---
 
-    def element_address(self, inst: Instruction, array: Value, indices: list[Value]) -> ir.Value:
+    def element_address(self, inst: Instruction, array: Value, indices: list[Value], check: bool = True) -> ir.Value:
         """The address of `array[indices]` (row-major), after the bounds check in checked mode or of an access
-        flagged `checked`."""
+        flagged `checked` (unless `check` is false: the access was checked where it ran)."""
         b = self.builder
         struct = self.operand(array)
         extents = [b.extract_value(struct, 1 + axis) for axis in range(len(indices))]
         index_values = [self.operand(i) for i in indices]
-        if self.module.options.boundscheck or CHECKED in inst.flags:
+        if check and (self.module.options.boundscheck or CHECKED in inst.flags):
             in_bounds = [b.icmp_unsigned("<", i, n) for i, n in zip(index_values, extents)]
             ok = in_bounds[0]
             for condition in in_bounds[1:]:

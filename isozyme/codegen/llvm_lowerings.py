@@ -295,7 +295,7 @@ def _lower_alloc(em: FunctionEmitter, inst: Instruction) -> ir.Value | None:
         _, overflow = _byte_size(em, inst.type.element, extents)  # type: ignore[attr-defined]
         em.check(b.not_(overflow), inst, "out-of-memory", extents, **_allocation_details(inst, extents))
         return None
-    array = em.make_array(inst.type, [_allocate_local(em, inst, inst, extents), *extents])  # type: ignore[arg-type]
+    array = em.make_array(inst.type, [allocate_local(em, inst, inst, extents), *extents])  # type: ignore[arg-type]
     descriptor = em.descriptors.get(inst)
     if descriptor is None:
         return array
@@ -303,14 +303,16 @@ def _lower_alloc(em: FunctionEmitter, inst: Instruction) -> ir.Value | None:
     return None
 
 
-def _allocate_local(em: FunctionEmitter, inst: Instruction, alloc: Instruction, extents: list[ir.Value]) -> ir.Value:
+def allocate_local(em: FunctionEmitter, inst: Instruction, alloc: Instruction, extents: list[ir.Value],
+                   zeroed: bool = False) -> ir.Value:
     """The data pointer of a new block for `extents` (non-negative) elements of `alloc`'s array, allocated
-    as `alloc` says (calloc when `zeroed`) and chained for the frees at exit; out of memory fails `inst`."""
+    as `alloc` says (calloc when `zeroed`, or when `zeroed` is passed) and chained for the frees at exit;
+    out of memory fails `inst`."""
     b = em.builder
     element = alloc.type.element  # type: ignore[attr-defined]
     size, overflow = _byte_size(em, element, extents)
     total = b.add(size, ir.Constant(I64, _ALLOC_HEADER))
-    if "zeroed" in alloc.flags:
+    if zeroed or "zeroed" in alloc.flags:
         calloc = em.module.declare("calloc", ir.FunctionType(POINTER, [I64, I64]))
         block = b.call(calloc, [ir.Constant(I64, 1), total])
     else:
@@ -364,7 +366,7 @@ def _lower_grow(em: FunctionEmitter, inst: Instruction) -> None:
     b.position_at_end(grow)
     doubled = b.shl(capacity, ir.Constant(I64, 1))
     new_capacity = b.select(b.icmp_signed(">", wanted, doubled), wanted, doubled)
-    new_data = _allocate_local(em, inst, alloc, [new_capacity])
+    new_data = allocate_local(em, inst, alloc, [new_capacity])
     copied = b.mul(capacity, ir.Constant(I64, element_size(alloc.type.element)))  # type: ignore[attr-defined]
     memcpy = em.module.declare("llvm.memcpy.p0i8.p0i8.i64", ir.FunctionType(ir.VoidType(), [POINTER, POINTER, I64, I1]))
     b.call(memcpy, [b.bitcast(new_data, POINTER), b.bitcast(data, POINTER), copied, ir.Constant(I1, 0)])

@@ -27,11 +27,14 @@ class ModuleEmitter:
         self.sites: list[ErrorSite] = []
         self.functions: dict[Function, ir.Function] = {}
         self._declared: dict[str, ir.Function] = {}
+        self.entry: Function | None = None
+        self._slot: ir.GlobalVariable | None = None
 
     def symbol(self, function: Function) -> str:
         return f"{self.prefix}{function.name}"
 
     def declare_all(self, entry: Function) -> None:
+        self.entry = entry
         for function in self.ssa:
             if function.return_type.is_array:
                 raise CodegenError(f"@{function.name} returns an array, which compiled code cannot do")
@@ -59,6 +62,28 @@ class ModuleEmitter:
         if name not in self._declared:
             self._declared[name] = ir.Function(self.llvm, fn_type, name)
         return self._declared[name]
+
+    @property
+    def slot_symbol(self) -> str:
+        """`ptr {prefix}parallel_slot()`: the address of the module's pointer to the thread pool's state,
+        which the runtime sets when it loads the module (`llvm_parallel.py`, `runtime/thread_pool.py`)."""
+        return f"{self.prefix}parallel_slot"
+
+    def parallel_slot(self) -> ir.GlobalVariable:
+        """The module's pointer to the thread pool's state (null: no pool; loops run on the caller)."""
+        if self._slot is None:
+            self._slot = ir.GlobalVariable(self.llvm, POINTER, f"{self.prefix}parallel")
+            self._slot.linkage = "internal"
+            self._slot.initializer = ir.Constant(POINTER, None)
+            accessor = ir.Function(self.llvm, ir.FunctionType(POINTER, []), self.slot_symbol)
+            builder = ir.IRBuilder(accessor.append_basic_block("entry"))
+            builder.ret(builder.bitcast(self._slot, POINTER))
+        return self._slot
+
+    @property
+    def threaded(self) -> bool:
+        """Does the module run loops on the thread pool (and export `slot_symbol`)?"""
+        return self._slot is not None
 
     def free_chain(self) -> ir.Function:
         """`void free_chain(ptr head)`: free a chain of local arrays (each block's header links the next)."""

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from isozyme.codegen.abi import CodegenOptions
 from isozyme.codegen.error_sites import ErrorSite
-from isozyme.runtime import disk_cache, host_identity, shared_library
+from isozyme.runtime import disk_cache, host_identity, shared_library, thread_pool
 from isozyme.runtime.arguments import Parameter, writable_parameters
 from isozyme.runtime.disk_cache import sha256
 from isozyme.runtime.native_call import NativeSignature, make_entry
@@ -45,7 +45,7 @@ _compiling = threading.RLock()
 """One compilation at a time: llvmlite releases the GIL, and a key must be loaded into the engine once."""
 _libraries: list[object] = []
 """Shared libraries loaded in this process: a library stays loaded while a handle to it lives."""
-CACHE_FORMAT = "isozyme llvm backend 2"
+CACHE_FORMAT = "isozyme llvm backend 3"
 """Changes when what the backend stores changes (2: position-independent code, shared libraries)."""
 
 
@@ -72,8 +72,12 @@ def cache_key(module: Module, entry: EntrySignature, pipeline: str, options: Cod
     return sha256(material.encode()).hexdigest()
 
 
-def symbols(prefix: str, entry: EntrySignature) -> tuple[str, str]:
-    return f"{prefix}{entry.function}__fast", f"{prefix}{entry.function}__raw"
+def symbols(prefix: str, entry: EntrySignature, metadata: dict[str, object]) -> list[str]:
+    """The entry points' symbols, then the thread pool slot's where the module has one."""
+    names = [f"{prefix}{entry.function}__fast", f"{prefix}{entry.function}__raw"]
+    if metadata.get("parallel"):
+        names.append(f"{prefix}parallel_slot")
+    return names
 
 
 Optimize = Callable[[Module], Function]
@@ -134,14 +138,15 @@ def _compile(key: str, name: str, module: Module, entry: EntrySignature, optimiz
     optimized = llvm_jit.optimize(llvm_jit.prepare(program.ir_text))
     if "llvm-opt" in print_stages:
         print(f"; *** LLVM IR of kernel {name} after O3 ***\n{optimized}", file=sys.stderr)
-    metadata: dict[str, object] = {"sites": [site.to_json() for site in program.sites], "writable": sorted(writable)}
+    metadata: dict[str, object] = {"sites": [site.to_json() for site in program.sites], "writable": sorted(writable),
+                                   "parallel": program.slot_symbol is not None}
     if use_disk_cache and disk_cache.cache_directory() is not None:
         library = None
         if shared_library.linker() is not None:
             library = shared_library.link(llvm_jit.emit_object(optimized, position_independent=True), name)
             optimized = None  # code generation may have changed it
         stored = library is not None and disk_cache.store(key, metadata, b"", name, library)
-        addresses = _open_library(library, name, entry, key) if stored else None  # the bytes linked
+        addresses = _open_library(library, name, entry, key, metadata) if stored else None  # the bytes linked
         if addresses is not None:
             return metadata, addresses
         if library is None:
@@ -151,26 +156,27 @@ def _compile(key: str, name: str, module: Module, entry: EntrySignature, optimiz
     obj = llvm_jit.emit_object(optimized)
     if use_disk_cache:
         disk_cache.store(key, metadata, obj, name)  # replaces an entry whose library could not be loaded
-    return metadata, _load_object(obj, name, entry, key)
+    return metadata, _load_object(obj, name, entry, key, metadata)
 
 
 def _load(key: str, name: str, entry: EntrySignature, cached: disk_cache.Entry) -> Loaded | None:
     """A cached module loaded: its shared library, or its object code through MCJIT. None when its library
     does not load: the entry is removed, and the caller compiles it again."""
     if cached.library is None:
-        return cached.metadata, _load_object(cached.payload, name, entry, key)
-    addresses = _open_library(cached.library, name, entry, key)
+        return cached.metadata, _load_object(cached.payload, name, entry, key, cached.metadata)
+    addresses = _open_library(cached.library, name, entry, key, cached.metadata)
     if addresses is None:
         disk_cache.remove(key)
         return None
     return cached.metadata, addresses
 
 
-def _open_library(image: bytes, name: str, entry: EntrySignature, key: str) -> dict[str, int] | None:
+def _open_library(image: bytes, name: str, entry: EntrySignature, key: str,
+                  metadata: dict[str, object]) -> dict[str, int] | None:
     """The entry points' addresses in the shared library `image` (checked or just linked), loaded from a
     private copy (`disk_cache.load_library`); None when it does not load."""
     try:
-        library, addresses = disk_cache.load_library(image, list(symbols(_prefix(key), entry)))
+        library, addresses = disk_cache.load_library(image, symbols(_prefix(key), entry, metadata))
     except OSError as error:
         disk_cache.event("library_errors", f"{name} {key[:16]}: {error}")
         return None
@@ -179,16 +185,19 @@ def _open_library(image: bytes, name: str, entry: EntrySignature, key: str) -> d
     return addresses
 
 
-def _load_object(obj: bytes, name: str, entry: EntrySignature, key: str) -> dict[str, int]:
+def _load_object(obj: bytes, name: str, entry: EntrySignature, key: str,
+                 metadata: dict[str, object]) -> dict[str, int]:
     from isozyme.runtime import llvm_jit  # loads LLVM: only for code without a shared library
 
     disk_cache.event("object_loads", f"{name} through MCJIT")
-    return llvm_jit.load_object(obj, list(symbols(_prefix(key), entry)))
+    return llvm_jit.load_object(obj, symbols(_prefix(key), entry, metadata))
 
 
 def _call_entry(name: str, entry: EntrySignature, metadata: dict[str, object],
                 addresses: dict[str, int]) -> Callable[..., object]:
-    fast, raw = addresses.values()  # in the order of `symbols`
+    fast, raw, *slot = addresses.values()  # in the order of `symbols`
+    if slot:
+        thread_pool.attach(slot[0])  # compiles the pool on first use
     sites = [ErrorSite.from_json(site) for site in metadata["sites"]]  # type: ignore[union-attr]
     writable = frozenset(metadata["writable"])  # type: ignore[arg-type]
     signature = NativeSignature(name, list(entry.params), entry.return_type, writable, sites)

@@ -1,0 +1,219 @@
+"""The thread pool that runs the `prange` loops of LLVM code on every core: one LLVM module per process.
+
+    text = pool_ir()              # compiled once per process (`runtime/thread_pool.py`)
+    state = pool_init()           # the mutex and condition variables (no thread yet); the state's address
+    run(&state, task, ctx, n)     # task(ctx, 0) ... task(ctx, n - 1), on the caller and the pool's threads
+
+The pool is written in LLVM IR over POSIX threads (`pthread_create`, a mutex and two condition variables,
+opaque buffers of `SYNC_BYTES` each, initialized by `pthread_*_init`), so it needs no C compiler and runs
+wherever the compiled kernels run. A kernel reaches it through the pool's state, whose address the runtime
+writes into the kernel module's `parallel` slot (`llvm_parallel.py`); the state's first two words are what
+a kernel reads: the address of `run` and the number of tasks to split a loop into (the thread count).
+
+`run` hands the job to the pool's threads (started on first use, and more when the count grows; never
+stopped: they wait on a condition variable between jobs) and takes part itself: every participant takes
+the next task number from an atomic counter until none is left. Which thread runs a task does not matter:
+a task writes only its own partial results (`llvm_parallel.py`), which the caller combines in task order,
+so a result never depends on timing. One job runs at a time: a `run` that finds the pool busy (a kernel
+called from several Python threads at once, or a `prange` loop in a function called from a parallel loop)
+runs its tasks itself, in order.
+
+A worker that starts between jobs must not miss the next one: it takes the job generation current when it
+was spawned (`spawn_generation`, written under the mutex before `pthread_create`) as the one it has seen.
+"""
+
+from __future__ import annotations
+
+SYNC_BYTES = 128
+"""Room for a `pthread_mutex_t` or `pthread_cond_t` (40 and 48 bytes on Linux x86-64, 64 on macOS)."""
+
+STATE_FIELDS = ("run", "threads", "mutex", "wake", "done", "generation", "pending", "started", "job_task",
+                "job_context", "job_tasks", "next", "busy", "spawn_generation")
+"""The fields of the pool's state, in order: `run`'s address and the task count come first (a kernel reads
+them), the synchronization buffers, then the job."""
+
+STATE_SYMBOL = "isozyme_pool_state"
+"""The pool's state, a global of its module."""
+INIT_SYMBOL = "isozyme_pool_init"
+
+_WORDS = SYNC_BYTES // 8
+
+
+def field(name: str) -> int:
+    return STATE_FIELDS.index(name)
+
+
+def pool_ir() -> str:
+    """The pool's LLVM module (module docstring)."""
+    f = {name: index for index, name in enumerate(STATE_FIELDS)}
+    sync = f"[{_WORDS} x i64]"
+    return f"""
+%State = type {{ ptr, i64, {sync}, {sync}, {sync}, i64, i64, i64, ptr, ptr, i64, i64, i64, i64 }}
+
+@{STATE_SYMBOL} = global %State zeroinitializer, align 64
+
+declare i32 @pthread_mutex_init(ptr, ptr)
+declare i32 @pthread_cond_init(ptr, ptr)
+declare i32 @pthread_mutex_lock(ptr)
+declare i32 @pthread_mutex_unlock(ptr)
+declare i32 @pthread_cond_wait(ptr, ptr)
+declare i32 @pthread_cond_signal(ptr)
+declare i32 @pthread_cond_broadcast(ptr)
+declare i32 @pthread_create(ptr, ptr, ptr, ptr)
+declare i32 @pthread_detach(i64)
+
+define ptr @{INIT_SYMBOL}() {{
+entry:
+  %s = getelementptr %State, ptr @{STATE_SYMBOL}, i32 0
+  store %State zeroinitializer, ptr %s
+  %mutex = getelementptr %State, ptr %s, i32 0, i32 {f['mutex']}
+  %wake = getelementptr %State, ptr %s, i32 0, i32 {f['wake']}
+  %done = getelementptr %State, ptr %s, i32 0, i32 {f['done']}
+  call i32 @pthread_mutex_init(ptr %mutex, ptr null)
+  call i32 @pthread_cond_init(ptr %wake, ptr null)
+  call i32 @pthread_cond_init(ptr %done, ptr null)
+  %run = getelementptr %State, ptr %s, i32 0, i32 {f['run']}
+  store ptr @isozyme_pool_run, ptr %run
+  %threads = getelementptr %State, ptr %s, i32 0, i32 {f['threads']}
+  store i64 1, ptr %threads
+  ret ptr %s
+}}
+
+; Every participant: the next task until none is left.
+define internal void @work(ptr %s) {{
+entry:
+  %task.slot = getelementptr %State, ptr %s, i32 0, i32 {f['job_task']}
+  %task = load ptr, ptr %task.slot
+  %ctx.slot = getelementptr %State, ptr %s, i32 0, i32 {f['job_context']}
+  %ctx = load ptr, ptr %ctx.slot
+  %n.slot = getelementptr %State, ptr %s, i32 0, i32 {f['job_tasks']}
+  %n = load i64, ptr %n.slot
+  %next = getelementptr %State, ptr %s, i32 0, i32 {f['next']}
+  br label %loop
+loop:
+  %t = atomicrmw add ptr %next, i64 1 seq_cst
+  %more = icmp slt i64 %t, %n
+  br i1 %more, label %body, label %exit
+body:
+  call void %task(ptr %ctx, i64 %t)
+  br label %loop
+exit:
+  ret void
+}}
+
+define internal ptr @worker(ptr %s) {{
+entry:
+  %mutex = getelementptr %State, ptr %s, i32 0, i32 {f['mutex']}
+  %wake = getelementptr %State, ptr %s, i32 0, i32 {f['wake']}
+  %done = getelementptr %State, ptr %s, i32 0, i32 {f['done']}
+  %generation = getelementptr %State, ptr %s, i32 0, i32 {f['generation']}
+  %pending = getelementptr %State, ptr %s, i32 0, i32 {f['pending']}
+  %spawned = getelementptr %State, ptr %s, i32 0, i32 {f['spawn_generation']}
+  call i32 @pthread_mutex_lock(ptr %mutex)
+  %first = load i64, ptr %spawned
+  br label %wait
+wait:
+  %seen = phi i64 [ %first, %entry ], [ %seen, %sleep ], [ %current, %finished ]
+  %current = load i64, ptr %generation
+  %idle = icmp eq i64 %current, %seen
+  br i1 %idle, label %sleep, label %job
+sleep:
+  call i32 @pthread_cond_wait(ptr %wake, ptr %mutex)
+  br label %wait
+job:
+  call i32 @pthread_mutex_unlock(ptr %mutex)
+  call void @work(ptr %s)
+  call i32 @pthread_mutex_lock(ptr %mutex)
+  %left = load i64, ptr %pending
+  %left.now = sub i64 %left, 1
+  store i64 %left.now, ptr %pending
+  %last = icmp eq i64 %left.now, 0
+  br i1 %last, label %signal, label %finished
+signal:
+  call i32 @pthread_cond_signal(ptr %done)
+  br label %finished
+finished:
+  br label %wait
+}}
+
+define void @isozyme_pool_run(ptr %s, ptr %task, ptr %ctx, i64 %n) {{
+entry:
+  %several = icmp sgt i64 %n, 1
+  br i1 %several, label %claim, label %alone
+claim:
+  %busy = getelementptr %State, ptr %s, i32 0, i32 {f['busy']}
+  %claimed = cmpxchg ptr %busy, i64 0, i64 1 seq_cst seq_cst
+  %ours = extractvalue {{ i64, i1 }} %claimed, 1
+  br i1 %ours, label %start, label %alone
+alone:
+  br label %alone.loop
+alone.loop:
+  %t = phi i64 [ 0, %alone ], [ %t.next, %alone.body ]
+  %alone.more = icmp slt i64 %t, %n
+  br i1 %alone.more, label %alone.body, label %alone.exit
+alone.body:
+  call void %task(ptr %ctx, i64 %t)
+  %t.next = add i64 %t, 1
+  br label %alone.loop
+alone.exit:
+  ret void
+start:
+  %mutex = getelementptr %State, ptr %s, i32 0, i32 {f['mutex']}
+  %wake = getelementptr %State, ptr %s, i32 0, i32 {f['wake']}
+  %done = getelementptr %State, ptr %s, i32 0, i32 {f['done']}
+  %generation = getelementptr %State, ptr %s, i32 0, i32 {f['generation']}
+  %pending = getelementptr %State, ptr %s, i32 0, i32 {f['pending']}
+  %started = getelementptr %State, ptr %s, i32 0, i32 {f['started']}
+  %spawned = getelementptr %State, ptr %s, i32 0, i32 {f['spawn_generation']}
+  %handle = alloca i64
+  call i32 @pthread_mutex_lock(ptr %mutex)
+  %helpers = sub i64 %n, 1
+  br label %spawn
+spawn:
+  %count = load i64, ptr %started
+  %short = icmp slt i64 %count, %helpers
+  br i1 %short, label %spawn.one, label %post
+spawn.one:
+  %gen.now = load i64, ptr %generation
+  store i64 %gen.now, ptr %spawned
+  %rc = call i32 @pthread_create(ptr %handle, ptr null, ptr @worker, ptr %s)
+  %failed = icmp ne i32 %rc, 0
+  br i1 %failed, label %post, label %spawned.ok
+spawned.ok:
+  %id = load i64, ptr %handle
+  call i32 @pthread_detach(i64 %id)
+  %count.next = add i64 %count, 1
+  store i64 %count.next, ptr %started
+  br label %spawn
+post:
+  %task.slot = getelementptr %State, ptr %s, i32 0, i32 {f['job_task']}
+  store ptr %task, ptr %task.slot
+  %ctx.slot = getelementptr %State, ptr %s, i32 0, i32 {f['job_context']}
+  store ptr %ctx, ptr %ctx.slot
+  %n.slot = getelementptr %State, ptr %s, i32 0, i32 {f['job_tasks']}
+  store i64 %n, ptr %n.slot
+  %next = getelementptr %State, ptr %s, i32 0, i32 {f['next']}
+  store atomic i64 0, ptr %next seq_cst, align 8
+  %workers = load i64, ptr %started
+  store i64 %workers, ptr %pending
+  %gen = load i64, ptr %generation
+  %gen.next = add i64 %gen, 1
+  store i64 %gen.next, ptr %generation
+  call i32 @pthread_cond_broadcast(ptr %wake)
+  call i32 @pthread_mutex_unlock(ptr %mutex)
+  call void @work(ptr %s)
+  call i32 @pthread_mutex_lock(ptr %mutex)
+  br label %join
+join:
+  %waiting = load i64, ptr %pending
+  %busy.workers = icmp sgt i64 %waiting, 0
+  br i1 %busy.workers, label %join.wait, label %joined
+join.wait:
+  call i32 @pthread_cond_wait(ptr %done, ptr %mutex)
+  br label %join
+joined:
+  call i32 @pthread_mutex_unlock(ptr %mutex)
+  store atomic i64 0, ptr %busy seq_cst, align 8
+  ret void
+}}
+"""
