@@ -10,15 +10,20 @@ wherever the compiled kernels run. A kernel reaches it through the pool's state,
 writes into the kernel module's `parallel` slot (`llvm_parallel.py`); the state's first two words are what
 a kernel reads: the address of `run` and the number of tasks to split a loop into (the thread count).
 
-`run` hands the job to the pool's threads (started on first use, and more when the count grows; never
-stopped: they wait on a condition variable between jobs) and takes part itself: every participant takes
-the next task number from an atomic counter until none is left. Which thread runs a task does not matter:
-a task writes only its own partial results (`llvm_parallel.py`), which the caller combines in task order,
-so a result never depends on timing. One job runs at a time: a `run` that finds the pool busy (a kernel
-called from several Python threads at once, or a `prange` loop in a function called from a parallel loop)
-runs its tasks itself, in order.
+`run` posts the job to the pool's threads (started on first use, and more when the count grows; never
+stopped: they wait on a condition variable between jobs) and takes part itself: every participant claims
+the next task number until none is left, and `run` returns once every task has completed (a count of
+completed tasks, signalled by whoever completes the last). It does not wait for threads that took no task:
+on a busy machine, where a pool thread may not be scheduled for milliseconds, the caller runs the tasks
+itself. A claim is a compare-and-swap of one word holding the job's generation (high half) and the next
+task number (low half), so a thread that wakes late, from an earlier job, can claim nothing: it reads the
+job's task, context and count under the mutex with its generation, and claims only while the word still
+holds that generation. Which thread runs a task does not matter: a task writes only its own partial results
+(`llvm_parallel.py`), which the caller combines in task order, so a result never depends on timing.
 
-A worker that starts between jobs must not miss the next one: it takes the job generation current when it
+One job runs at a time: a `run` that finds the pool busy (a kernel called from several Python threads at
+once, or a `prange` loop in a function called from a parallel loop) runs its tasks itself, in order. A
+worker that starts between jobs must not miss the next one: it takes the job generation current when it
 was spawned (`spawn_generation`, written under the mutex before `pthread_create`) as the one it has seen.
 """
 
@@ -27,8 +32,8 @@ from __future__ import annotations
 SYNC_BYTES = 128
 """Room for a `pthread_mutex_t` or `pthread_cond_t` (40 and 48 bytes on Linux x86-64, 64 on macOS)."""
 
-STATE_FIELDS = ("run", "threads", "mutex", "wake", "done", "generation", "pending", "started", "job_task",
-                "job_context", "job_tasks", "next", "busy", "spawn_generation")
+STATE_FIELDS = ("run", "threads", "mutex", "wake", "done", "generation", "started", "job_task", "job_context",
+                "job_tasks", "claim", "completed", "busy", "spawn_generation")
 """The fields of the pool's state, in order: `run`'s address and the task count come first (a kernel reads
 them), the synchronization buffers, then the job."""
 
@@ -47,8 +52,11 @@ def pool_ir() -> str:
     """The pool's LLVM module (module docstring)."""
     f = {name: index for index, name in enumerate(STATE_FIELDS)}
     sync = f"[{_WORDS} x i64]"
+
+    def at(name: str) -> str:
+        return f"getelementptr %State, ptr %s, i32 0, i32 {f[name]}"
     return f"""
-%State = type {{ ptr, i64, {sync}, {sync}, {sync}, i64, i64, i64, ptr, ptr, i64, i64, i64, i64 }}
+%State = type {{ ptr, i64, {sync}, {sync}, {sync}, i64, i64, ptr, ptr, i64, i64, i64, i64, i64 }}
 
 @{STATE_SYMBOL} = global %State zeroinitializer, align 64
 
@@ -66,54 +74,71 @@ define ptr @{INIT_SYMBOL}() {{
 entry:
   %s = getelementptr %State, ptr @{STATE_SYMBOL}, i32 0
   store %State zeroinitializer, ptr %s
-  %mutex = getelementptr %State, ptr %s, i32 0, i32 {f['mutex']}
-  %wake = getelementptr %State, ptr %s, i32 0, i32 {f['wake']}
-  %done = getelementptr %State, ptr %s, i32 0, i32 {f['done']}
+  %mutex = {at('mutex')}
+  %wake = {at('wake')}
+  %done = {at('done')}
   call i32 @pthread_mutex_init(ptr %mutex, ptr null)
   call i32 @pthread_cond_init(ptr %wake, ptr null)
   call i32 @pthread_cond_init(ptr %done, ptr null)
-  %run = getelementptr %State, ptr %s, i32 0, i32 {f['run']}
+  %run = {at('run')}
   store ptr @isozyme_pool_run, ptr %run
-  %threads = getelementptr %State, ptr %s, i32 0, i32 {f['threads']}
+  %threads = {at('threads')}
   store i64 1, ptr %threads
   ret ptr %s
 }}
 
-; Every participant: the next task until none is left.
-define internal void @work(ptr %s) {{
+; Tasks of job %g while it is the current job and tasks are left: a task number is claimed by a
+; compare-and-swap of the claim word (the job's generation in the high half, the next task in the low).
+define internal void @work(ptr %s, i64 %g, ptr %task, ptr %ctx, i64 %n) {{
 entry:
-  %task.slot = getelementptr %State, ptr %s, i32 0, i32 {f['job_task']}
-  %task = load ptr, ptr %task.slot
-  %ctx.slot = getelementptr %State, ptr %s, i32 0, i32 {f['job_context']}
-  %ctx = load ptr, ptr %ctx.slot
-  %n.slot = getelementptr %State, ptr %s, i32 0, i32 {f['job_tasks']}
-  %n = load i64, ptr %n.slot
-  %next = getelementptr %State, ptr %s, i32 0, i32 {f['next']}
-  br label %loop
-loop:
-  %t = atomicrmw add ptr %next, i64 1 seq_cst
-  %more = icmp slt i64 %t, %n
-  br i1 %more, label %body, label %exit
+  %claim = {at('claim')}
+  %completed = {at('completed')}
+  %mutex = {at('mutex')}
+  %done = {at('done')}
+  %ours = and i64 %g, 4294967295
+  br label %look
+look:
+  %c = load atomic i64, ptr %claim seq_cst, align 8
+  %cg = lshr i64 %c, 32
+  %t = and i64 %c, 4294967295
+  %same = icmp eq i64 %cg, %ours
+  %left = icmp slt i64 %t, %n
+  %open = and i1 %same, %left
+  br i1 %open, label %take, label %exit
+take:
+  %c.next = add i64 %c, 1
+  %swap = cmpxchg ptr %claim, i64 %c, i64 %c.next seq_cst seq_cst
+  %won = extractvalue {{ i64, i1 }} %swap, 1
+  br i1 %won, label %body, label %look
 body:
   call void %task(ptr %ctx, i64 %t)
-  br label %loop
+  %before = atomicrmw add ptr %completed, i64 1 seq_cst
+  %count = add i64 %before, 1
+  %last = icmp eq i64 %count, %n
+  br i1 %last, label %signal, label %look
+signal:
+  call i32 @pthread_mutex_lock(ptr %mutex)
+  call i32 @pthread_cond_signal(ptr %done)
+  call i32 @pthread_mutex_unlock(ptr %mutex)
+  br label %look
 exit:
   ret void
 }}
 
 define internal ptr @worker(ptr %s) {{
 entry:
-  %mutex = getelementptr %State, ptr %s, i32 0, i32 {f['mutex']}
-  %wake = getelementptr %State, ptr %s, i32 0, i32 {f['wake']}
-  %done = getelementptr %State, ptr %s, i32 0, i32 {f['done']}
-  %generation = getelementptr %State, ptr %s, i32 0, i32 {f['generation']}
-  %pending = getelementptr %State, ptr %s, i32 0, i32 {f['pending']}
-  %spawned = getelementptr %State, ptr %s, i32 0, i32 {f['spawn_generation']}
+  %mutex = {at('mutex')}
+  %wake = {at('wake')}
+  %generation = {at('generation')}
+  %spawned = {at('spawn_generation')}
+  %task.slot = {at('job_task')}
+  %ctx.slot = {at('job_context')}
+  %n.slot = {at('job_tasks')}
   call i32 @pthread_mutex_lock(ptr %mutex)
   %first = load i64, ptr %spawned
   br label %wait
 wait:
-  %seen = phi i64 [ %first, %entry ], [ %seen, %sleep ], [ %current, %finished ]
+  %seen = phi i64 [ %first, %entry ], [ %seen, %sleep ], [ %current, %job ]
   %current = load i64, ptr %generation
   %idle = icmp eq i64 %current, %seen
   br i1 %idle, label %sleep, label %job
@@ -121,27 +146,21 @@ sleep:
   call i32 @pthread_cond_wait(ptr %wake, ptr %mutex)
   br label %wait
 job:
+  %task = load ptr, ptr %task.slot
+  %ctx = load ptr, ptr %ctx.slot
+  %n = load i64, ptr %n.slot
   call i32 @pthread_mutex_unlock(ptr %mutex)
-  call void @work(ptr %s)
+  call void @work(ptr %s, i64 %current, ptr %task, ptr %ctx, i64 %n)
   call i32 @pthread_mutex_lock(ptr %mutex)
-  %left = load i64, ptr %pending
-  %left.now = sub i64 %left, 1
-  store i64 %left.now, ptr %pending
-  %last = icmp eq i64 %left.now, 0
-  br i1 %last, label %signal, label %finished
-signal:
-  call i32 @pthread_cond_signal(ptr %done)
-  br label %finished
-finished:
   br label %wait
 }}
 
 define void @isozyme_pool_run(ptr %s, ptr %task, ptr %ctx, i64 %n) {{
 entry:
+  %busy = {at('busy')}
   %several = icmp sgt i64 %n, 1
-  br i1 %several, label %claim, label %alone
-claim:
-  %busy = getelementptr %State, ptr %s, i32 0, i32 {f['busy']}
+  br i1 %several, label %claim.pool, label %alone
+claim.pool:
   %claimed = cmpxchg ptr %busy, i64 0, i64 1 seq_cst seq_cst
   %ours = extractvalue {{ i64, i1 }} %claimed, 1
   br i1 %ours, label %start, label %alone
@@ -158,13 +177,14 @@ alone.body:
 alone.exit:
   ret void
 start:
-  %mutex = getelementptr %State, ptr %s, i32 0, i32 {f['mutex']}
-  %wake = getelementptr %State, ptr %s, i32 0, i32 {f['wake']}
-  %done = getelementptr %State, ptr %s, i32 0, i32 {f['done']}
-  %generation = getelementptr %State, ptr %s, i32 0, i32 {f['generation']}
-  %pending = getelementptr %State, ptr %s, i32 0, i32 {f['pending']}
-  %started = getelementptr %State, ptr %s, i32 0, i32 {f['started']}
-  %spawned = getelementptr %State, ptr %s, i32 0, i32 {f['spawn_generation']}
+  %mutex = {at('mutex')}
+  %wake = {at('wake')}
+  %done = {at('done')}
+  %generation = {at('generation')}
+  %started = {at('started')}
+  %spawned = {at('spawn_generation')}
+  %completed = {at('completed')}
+  %claim = {at('claim')}
   %handle = alloca i64
   call i32 @pthread_mutex_lock(ptr %mutex)
   %helpers = sub i64 %n, 1
@@ -186,28 +206,28 @@ spawned.ok:
   store i64 %count.next, ptr %started
   br label %spawn
 post:
-  %task.slot = getelementptr %State, ptr %s, i32 0, i32 {f['job_task']}
+  %task.slot = {at('job_task')}
   store ptr %task, ptr %task.slot
-  %ctx.slot = getelementptr %State, ptr %s, i32 0, i32 {f['job_context']}
+  %ctx.slot = {at('job_context')}
   store ptr %ctx, ptr %ctx.slot
-  %n.slot = getelementptr %State, ptr %s, i32 0, i32 {f['job_tasks']}
+  %n.slot = {at('job_tasks')}
   store i64 %n, ptr %n.slot
-  %next = getelementptr %State, ptr %s, i32 0, i32 {f['next']}
-  store atomic i64 0, ptr %next seq_cst, align 8
-  %workers = load i64, ptr %started
-  store i64 %workers, ptr %pending
+  store atomic i64 0, ptr %completed seq_cst, align 8
   %gen = load i64, ptr %generation
-  %gen.next = add i64 %gen, 1
-  store i64 %gen.next, ptr %generation
+  %g = add i64 %gen, 1
+  store i64 %g, ptr %generation
+  %g.low = and i64 %g, 4294967295
+  %first.claim = shl i64 %g.low, 32
+  store atomic i64 %first.claim, ptr %claim seq_cst, align 8
   call i32 @pthread_cond_broadcast(ptr %wake)
   call i32 @pthread_mutex_unlock(ptr %mutex)
-  call void @work(ptr %s)
+  call void @work(ptr %s, i64 %g, ptr %task, ptr %ctx, i64 %n)
   call i32 @pthread_mutex_lock(ptr %mutex)
   br label %join
 join:
-  %waiting = load i64, ptr %pending
-  %busy.workers = icmp sgt i64 %waiting, 0
-  br i1 %busy.workers, label %join.wait, label %joined
+  %finished = load atomic i64, ptr %completed seq_cst, align 8
+  %open = icmp slt i64 %finished, %n
+  br i1 %open, label %join.wait, label %joined
 join.wait:
   call i32 @pthread_cond_wait(ptr %done, ptr %mutex)
   br label %join

@@ -1,0 +1,191 @@
+"""`prange` on the CPU: the thread pool against one thread, side by side in one run (issue 25, item 1).
+
+    python benchmarks/threads.py [--threads N] [--repeats 7] [--quick] [--json FILE]
+
+Rows, each timed with the pool's N threads (default: `iz.get_num_threads()`, the CPUs this process may
+use) and with one, the variants interleaved (call k of each, then call k + 1), medians of `--repeats`
+calls after a warm-up call that compiles:
+
+1. `compute`: out[i] = sum_k sin(x[i] k) / (k + 1) over 20,000 points and 200 terms, as a `prange` loop
+   and as a `range` loop (the same kernel otherwise): the target is `range / prange` >= 1.6 on 2 cores.
+2. `gmm d=10 K=25` and `gmm d=64 K=100` (n = 1000): the gradient (value and the three shadows) of ADBench's
+   GMM objective written with `prange` over the points (`benchmarks/opencl_gpu.py`'s `gmm_prange`), N
+   threads against one, and the serial example's kernel (`examples/gmm.py`, `range`).
+3. `mlp`: the gradient of `examples/mlp.py`'s loss (its stages are `prange` loops), 255-255-255, batch 64.
+
+Checks: every result of every timed call is compared with the one-thread result of its row (values: 1e-12
+relative; the `compute` outputs: exactly, since each point's sum is the same serial loop) and the GMM
+gradients with the serial example's (1e-10 relative, max-norm); a mismatch marks the row MISMATCH, and the
+script exits with status 1 after printing and writing everything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "benchmarks"), str(ROOT / "examples"), str(ROOT)]
+
+import isozyme as iz  # noqa: E402
+from isozyme import Array, f64, i64  # noqa: E402
+
+TOLERANCE = 1e-12
+GMM_TOLERANCE = 1e-10
+
+
+@iz.kernel
+def compute_prange(out: Array[f64], x: Array[f64], terms: i64) -> f64:
+    total = 0.0
+    for i in iz.prange(len(x)):
+        v = 0.0
+        for k in range(terms):
+            v += iz.sin(x[i] * k) / (k + 1.0)
+        out[i] = v
+        total += v
+    return total
+
+
+@iz.kernel
+def compute_range(out: Array[f64], x: Array[f64], terms: i64) -> f64:
+    total = 0.0
+    for i in range(len(x)):
+        v = 0.0
+        for k in range(terms):
+            v += iz.sin(x[i] * k) / (k + 1.0)
+        out[i] = v
+        total += v
+    return total
+
+
+def relative_error(got: tuple, want: tuple) -> float:
+    """The largest max-norm relative error over the parts of a result (a value, then arrays)."""
+    worst = 0.0
+    for a, b in zip(got, want, strict=True):
+        a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+        scale = max(float(np.max(np.abs(b))), 1e-300)
+        worst = max(worst, float(np.max(np.abs(a - b))) / scale)
+    return worst
+
+
+def interleaved(variants: dict[str, Callable[[], object]], repeats: int,
+                threads: dict[str, int]) -> tuple[dict[str, float], dict[str, list[object]]]:
+    """Median seconds per variant, and every result (the warm-up's first)."""
+    times: dict[str, list[float]] = {name: [] for name in variants}
+    results: dict[str, list[object]] = {name: [] for name in variants}
+    for index in range(repeats + 1):
+        for name, call in variants.items():
+            iz.set_num_threads(threads[name])
+            start = time.perf_counter()
+            returned = call()
+            elapsed = time.perf_counter() - start
+            results[name].append(returned)
+            if index:
+                times[name].append(elapsed)
+    return {name: statistics.median(values) for name, values in times.items()}, results
+
+
+def compute_row(count: int, repeats: int, quick: bool) -> dict[str, object]:
+    n, terms = (2000, 50) if quick else (20_000, 200)
+    x = np.random.default_rng(0).random(n)
+    outs = {"prange": np.zeros(n), "range": np.zeros(n), "prange 1 thread": np.zeros(n)}
+    variants = {
+        "prange": lambda: (compute_prange(outs["prange"], x, terms), outs["prange"].copy()),
+        "range": lambda: (compute_range(outs["range"], x, terms), outs["range"].copy()),
+        "prange 1 thread": lambda: (compute_prange(outs["prange 1 thread"], x, terms),
+                                    outs["prange 1 thread"].copy()),
+    }
+    seconds, results = interleaved(variants, repeats, {"prange": count, "range": count, "prange 1 thread": 1})
+    reference_total, reference_out = results["prange 1 thread"][0]
+    problems = []
+    for name, calls in results.items():
+        for total, out in calls:
+            if abs(total - reference_total) > TOLERANCE * abs(reference_total) or not np.array_equal(out, reference_out):
+                problems.append(name)
+                break
+    return {"row": f"compute n={n} terms={terms}", "seconds": seconds,
+            "speedup": seconds["range"] / seconds["prange"],
+            "speedup_vs_one_thread": seconds["prange 1 thread"] / seconds["prange"],
+            "check": {"passed": not problems, "mismatched": problems}}
+
+
+def gradient_row(label: str, gradient: Callable, serial: Callable | None, args: tuple, count: int,
+                 repeats: int) -> dict[str, object]:
+    variants: dict[str, Callable[[], object]] = {f"{count} threads": lambda: gradient(*args),
+                                                 "1 thread": lambda: gradient(*args)}
+    threads = {f"{count} threads": count, "1 thread": 1}
+    if serial is not None:
+        variants["serial kernel"] = lambda: serial(*args)
+        threads["serial kernel"] = 1
+    seconds, results = interleaved(variants, repeats, threads)
+    reference = results["1 thread"][0]
+    errors = {name: max(relative_error(r, reference) for r in calls) for name, calls in results.items()}
+    tolerance = {name: (GMM_TOLERANCE if name == "serial kernel" else TOLERANCE) for name in results}
+    passed = all(errors[name] <= tolerance[name] for name in errors)
+    return {"row": label, "seconds": seconds, "speedup": seconds["1 thread"] / seconds[f"{count} threads"],
+            "check": {"passed": passed, "relative_errors": errors}}
+
+
+def gmm_rows(count: int, repeats: int, quick: bool) -> list[dict[str, object]]:
+    from gmm import gmm_objective  # examples/gmm.py
+    from opencl_gpu import gmm_prange
+    from suite.gmm import make_args
+
+    rows = []
+    for d, K in ([(2, 5)] if quick else [(10, 25), (64, 100)]):
+        args = make_args(d, K, 200 if quick else 1000)
+        gradient = iz.grad(gmm_prange, argnums=(0, 1, 2))
+        serial = iz.grad(gmm_objective, argnums=(0, 1, 2))
+        rows.append(gradient_row(f"gmm gradient d={d} K={K} n={len(args[3])}", lambda *a: _with_value(gradient, a),
+                                 lambda *a: _with_value(serial, a), args, count, max(repeats // 2, 2)))
+    return rows
+
+
+def _with_value(gradient: Callable, args: tuple) -> tuple:
+    return tuple(gradient(*args))
+
+
+def mlp_row(count: int, repeats: int, quick: bool) -> dict[str, object]:
+    from mlp import mlp_data, mlp_gradient  # examples/mlp.py
+
+    size = 32 if quick else 255
+    problem = mlp_data(size, size, size, batch=16 if quick else 64)
+    gradient = mlp_gradient()
+    return gradient_row(f"mlp gradient {size}-{size}-{size}", lambda *a: tuple(gradient(*a)), None,
+                        tuple(problem), count, repeats)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--threads", type=int, default=iz.get_num_threads())
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--quick", action="store_true", help="small sizes (tests)")
+    parser.add_argument("--json", metavar="FILE")
+    options = parser.parse_args(argv)
+    count = options.threads
+    rows = [compute_row(count, options.repeats, options.quick), *gmm_rows(count, options.repeats, options.quick),
+            mlp_row(count, options.repeats, options.quick)]
+    for row in rows:
+        timings = "  ".join(f"{name} {seconds * 1e3:9.3f} ms" for name, seconds in row["seconds"].items())
+        mark = "" if row["check"]["passed"] else "  MISMATCH"
+        print(f"{row['row']:<36} {timings}  x{row['speedup']:.2f}{mark}")
+    passed = all(row["check"]["passed"] for row in rows)
+    if options.json:
+        report = {"threads": count, "cpus": len(os.sched_getaffinity(0)), "machine": platform.machine(),
+                  "processor": platform.processor(), "python": platform.python_version(), "passed": passed,
+                  "rows": rows}
+        Path(options.json).write_text(json.dumps(report, indent=1))
+    return 0 if passed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
