@@ -109,7 +109,8 @@ def compute_row(count: int, repeats: int, quick: bool) -> dict[str, object]:
     problems = []
     for name, calls in results.items():
         for total, out in calls:
-            if abs(total - reference_total) > TOLERANCE * abs(reference_total) or not np.array_equal(out, reference_out):
+            if abs(total - reference_total) > TOLERANCE * abs(reference_total) or \
+                    not np.array_equal(out, reference_out):
                 problems.append(name)
                 break
     return {"row": f"compute n={n} terms={terms}", "seconds": seconds,
@@ -145,13 +146,13 @@ def gmm_rows(count: int, repeats: int, quick: bool) -> list[dict[str, object]]:
         args = make_args(d, K, 200 if quick else 1000)
         gradient = iz.grad(gmm_prange, argnums=(0, 1, 2))
         serial = iz.grad(gmm_objective, argnums=(0, 1, 2))
-        rows.append(gradient_row(f"gmm gradient d={d} K={K} n={len(args[3])}", lambda *a: _with_value(gradient, a),
-                                 lambda *a: _with_value(serial, a), args, count, max(repeats // 2, 2)))
+        rows.append(gradient_row(f"gmm gradient d={d} K={K} n={len(args[3])}", _values_of(gradient),
+                                 _values_of(serial), args, count, max(repeats // 2, 2)))
     return rows
 
 
-def _with_value(gradient: Callable, args: tuple) -> tuple:
-    return tuple(gradient(*args))
+def _values_of(gradient: Callable) -> Callable[..., tuple]:
+    return lambda *args: tuple(gradient(*args))
 
 
 def mlp_row(count: int, repeats: int, quick: bool) -> dict[str, object]:
@@ -160,7 +161,7 @@ def mlp_row(count: int, repeats: int, quick: bool) -> dict[str, object]:
     size = 32 if quick else 255
     problem = mlp_data(size, size, size, batch=16 if quick else 64)
     gradient = mlp_gradient()
-    return gradient_row(f"mlp gradient {size}-{size}-{size}", lambda *a: tuple(gradient(*a)), None,
+    return gradient_row(f"mlp gradient {size}-{size}-{size}", _values_of(gradient), None,
                         tuple(problem), count, repeats)
 
 
