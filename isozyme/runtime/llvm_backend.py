@@ -125,12 +125,11 @@ def _compile(key: str, name: str, module: Module, entry: EntrySignature, optimiz
     """Optimize and generate `module`; link, store and load its shared library, or else load its object
     code through MCJIT (and store that)."""
     from isozyme.codegen.llvm import emit_llvm  # only on a miss: a hit needs no code generator
-    from isozyme.optimize.memory_reuse import place_module_in_arena
     from isozyme.runtime import llvm_jit
 
     function = optimize(module)
     assert function.name == entry.function, (function.name, entry.function)
-    place_module_in_arena(module)  # after every SSA pass, right before codegen (optimize/memory_reuse.py)
+    prepare_for_codegen(module, options)
     writable = writable_parameters(module, function)
     program = emit_llvm(module, function, options, _prefix(key), writable)
     if "llvm" in print_stages:
@@ -204,6 +203,19 @@ def _call_entry(name: str, entry: EntrySignature, metadata: dict[str, object],
     return make_entry(signature, fast, raw)
 
 
+def prepare_for_codegen(module: Module, options: CodegenOptions) -> None:
+    """After every SSA pass: one latch and a preheader per loop where loops may run on the thread pool (a
+    derivative's reverse loops may have several latches; the parallel-loop analysis needs one), then the
+    local arrays placed in arenas (`optimize/memory_reuse.py`)."""
+    from isozyme.optimize.loop_canonicalization import canonicalize_loop_structure
+    from isozyme.optimize.memory_reuse import place_module_in_arena
+
+    if options.threads:
+        for function in module:
+            canonicalize_loop_structure(function)
+    place_module_in_arena(module)
+
+
 def _prefix(key: str) -> str:
     """The prefix of the module's symbols: unique per key, so any number of modules share one process."""
     return f"iz_{key[:20]}_"
@@ -213,9 +225,8 @@ def llvm_ir(module: Module, entry: Function, options: CodegenOptions, optimized:
     """LLVM IR of an (SSA-optimized) module as emitted, or after LLVM's O3; its local arrays are placed in
     arenas first, as `_compile` does."""
     from isozyme.codegen.llvm import emit_llvm
-    from isozyme.optimize.memory_reuse import place_module_in_arena
     from isozyme.runtime import llvm_jit
 
-    place_module_in_arena(module)
+    prepare_for_codegen(module, options)
     program = emit_llvm(module, entry, options, "iz_", writable_parameters(module, entry))
     return llvm_jit.optimized_ir(program.ir_text) if optimized else program.ir_text
