@@ -206,3 +206,28 @@ def test_dispatch_runs_and_fails_on_a_wrong_gradient(tmp_path: Path, monkeypatch
     row = report["rows"]["iz.grad(first)(x)"]
     assert report["passed"] is False and row["check"]["passed"] is False
     assert report["rows"]["iz.grad(square)(a)"]["check"]["passed"] is True
+
+
+# --- threads.py ------------------------------------------------------------------------------------------------
+
+def test_threads_runs_and_fails_on_a_wrong_result(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import threads
+
+    output = tmp_path / "threads.json"
+    assert threads.main(["--quick", "--repeats", "2", "--threads", "3", "--json", str(output)]) == 0
+    report = json.loads(output.read_text())
+    assert report["passed"] is True and report["threads"] == 3 and len(report["rows"]) == 3
+    compute = threads.compute_prange
+    calls = [0]
+
+    def sometimes_wrong(out: np.ndarray, x: np.ndarray, terms: int) -> float:
+        calls[0] += 1
+        total = compute(out, x, terms)
+        if calls[0] == 3:  # one timed call of the threaded variant
+            out[7] += 1e-9
+        return total
+    monkeypatch.setattr(threads, "compute_prange", sometimes_wrong)
+    assert threads.main(["--quick", "--repeats", "2", "--json", str(output)]) == 1
+    report = json.loads(output.read_text())
+    assert report["passed"] is False and report["rows"][0]["check"]["passed"] is False
+    assert all(row["check"]["passed"] for row in report["rows"][1:])
