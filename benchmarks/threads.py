@@ -4,7 +4,7 @@
 
 Rows, each timed with the pool's N threads (default: `iz.get_num_threads()`, the CPUs this process may
 use) and with one, the variants interleaved (call k of each, then call k + 1), medians of `--repeats`
-calls after a warm-up call that compiles:
+calls (half as many for the largest GMM) after a warm-up call that compiles:
 
 1. `compute`: out[i] = sum_k sin(x[i] k) / (k + 1) over 20,000 points and 200 terms, as a `prange` loop
    and as a `range` loop (the same kernel otherwise): the target is `range / prange` >= 1.6 on 2 cores.
@@ -153,7 +153,7 @@ def gmm_rows(count: int, repeats: int, quick: bool) -> list[dict[str, object]]:
         gradient = iz.grad(gmm_prange, argnums=(0, 1, 2))
         serial = iz.grad(gmm_objective, argnums=(0, 1, 2))
         rows.append(gradient_row(f"gmm gradient d={d} K={K} n={len(args[3])}", _values_of(gradient),
-                                 _values_of(serial), args, count, max(repeats // 2, 2)))
+                                 _values_of(serial), args, count, repeats if d * K < 1000 else max(repeats // 2, 2)))
     return rows
 
 
