@@ -11,7 +11,9 @@ calls (half as many for the largest GMM) after a warm-up call that compiles:
 2. `gmm d=10 K=25` and `gmm d=64 K=100` (n = 1000): the gradient (value and the three shadows) of ADBench's
    GMM objective written with `prange` over the points (`benchmarks/opencl_gpu.py`'s `gmm_prange`), N
    threads against one, and the serial example's kernel (`examples/gmm.py`, `range`).
-3. `mlp`: the gradient of `examples/mlp.py`'s loss (its stages are `prange` loops), 255-255-255, batch 64.
+3. `small`: 1,000 cheap iterations (out[i] = 2 x[i], a sum), `prange` against `range`: what handing a loop
+   too small to share to the pool costs.
+4. `mlp`: the gradient of `examples/mlp.py`'s loss (its stages are `prange` loops), 255-255-255, batch 64.
 
 Checks: every result of every call, the warm-up's included, is compared with a reference (max-norm
 relative error): the `compute` outputs and their sum with numpy's (1e-12), the GMM gradients with the
@@ -69,6 +71,24 @@ def compute_range(out: Array[f64], x: Array[f64], terms: i64) -> f64:
     return total
 
 
+@iz.kernel
+def small_prange(out: Array[f64], x: Array[f64]) -> f64:
+    total = 0.0
+    for i in iz.prange(len(x)):
+        out[i] = 2.0 * x[i]
+        total += x[i]
+    return total
+
+
+@iz.kernel
+def small_range(out: Array[f64], x: Array[f64]) -> f64:
+    total = 0.0
+    for i in range(len(x)):
+        out[i] = 2.0 * x[i]
+        total += x[i]
+    return total
+
+
 def relative_error(got: tuple, want: tuple) -> float:
     """The largest max-norm relative error over the parts of a result (a value, then arrays)."""
     worst = 0.0
@@ -123,6 +143,22 @@ def compute_row(count: int, repeats: int, quick: bool) -> dict[str, object]:
             "speedup": seconds["range"] / seconds["prange"],
             "speedup_vs_one_thread": seconds["prange 1 thread"] / seconds["prange"],
             "check": {"passed": not problems, "mismatched": problems}}
+
+
+def small_row(count: int, repeats: int) -> dict[str, object]:
+    """What a loop too small to share costs on the pool: 1,000 cheap iterations, `prange` against `range`,
+    each time the median of 200 calls."""
+    x = np.random.default_rng(1).random(1000)
+    out = np.zeros_like(x)
+    variants = {"prange": lambda: [(small_prange(out, x), out.copy()) for _ in range(200)][-1],
+                "range": lambda: [(small_range(out, x), out.copy()) for _ in range(200)][-1]}
+    seconds, results = interleaved(variants, repeats, {"prange": count, "range": count},
+                                   setup=lambda: out.fill(0.0))
+    expected = (x.sum(), 2.0 * x)
+    passed = all(relative_error(r, expected) <= TOLERANCE for calls in results.values() for r in calls)
+    per_call = {name: value / 200 for name, value in seconds.items()}
+    return {"row": "small loop n=1000 (per call)", "seconds": per_call,
+            "speedup": per_call["range"] / per_call["prange"], "check": {"passed": bool(passed)}}
 
 
 def gradient_row(label: str, gradient: Callable, serial: Callable | None, args: tuple, count: int,
@@ -184,10 +220,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", metavar="FILE")
     options = parser.parse_args(argv)
     count = options.threads
-    rows = [compute_row(count, options.repeats, options.quick), *gmm_rows(count, options.repeats, options.quick),
-            mlp_row(count, options.repeats, options.quick)]
+    rows = [compute_row(count, options.repeats, options.quick), small_row(count, options.repeats),
+            *gmm_rows(count, options.repeats, options.quick), mlp_row(count, options.repeats, options.quick)]
     for row in rows:
-        timings = "  ".join(f"{name} {seconds * 1e3:9.3f} ms" for name, seconds in row["seconds"].items())
+        timings = "  ".join(f"{name} {seconds * 1e3:9.4f} ms" for name, seconds in row["seconds"].items())
         mark = "" if row["check"]["passed"] else "  MISMATCH"
         print(f"{row['row']:<36} {timings}  x{row['speedup']:.2f}{mark}")
     passed = all(row["check"]["passed"] for row in rows)

@@ -216,7 +216,7 @@ def test_threads_runs_and_fails_on_a_wrong_result(tmp_path: Path, monkeypatch: p
     output = tmp_path / "threads.json"
     assert threads.main(["--quick", "--repeats", "2", "--threads", "3", "--json", str(output)]) == 0
     report = json.loads(output.read_text())
-    assert report["passed"] is True and report["threads"] == 3 and len(report["rows"]) == 3
+    assert report["passed"] is True and report["threads"] == 3 and len(report["rows"]) == 4
     compute = threads.compute_prange
     calls = [0]
 

@@ -21,8 +21,12 @@ COUNTS = (1, 2, 3, 7, 300)  # 300: more than MAX_TASKS, so clamped
 
 @pytest.fixture(autouse=True)
 def restore_thread_count():
+    """Every loop here split into as many tasks as there are threads (small loops stay on the caller by
+    default); the thread count restored afterwards."""
     before = iz.get_num_threads()
+    thread_pool.set_task_work(1)
     yield
+    thread_pool.set_task_work(None)
     iz.set_num_threads(before)
 
 
@@ -90,6 +94,23 @@ def test_float_sums_match_one_thread_and_python():
         out = np.zeros_like(x)
         assert with_threads(count, lambda out=out: kernel(out, x, 40)) == pytest.approx(serial, rel=1e-12), count
         np.testing.assert_array_equal(out, serial_out)  # no sum across iterations: the same bits
+
+
+def order_sensitive_sum(x: Array[f64]) -> f64:
+    total = 0.0
+    for i in iz.prange(len(x)):
+        total += x[i]
+    return total
+
+
+def test_a_small_loop_stays_on_the_caller_by_default():
+    kernel = iz.kernel(order_sensitive_sum)
+    x = np.tile([1e16, 1.0, -1e16, 1.0], 250)  # each grouping of the sum rounds differently
+    serial = with_threads(1, lambda: kernel(x))
+    iz.set_num_threads(4)
+    assert kernel(x) != serial  # 4 tasks: another grouping
+    thread_pool.set_task_work(None)  # the default: 1,000 additions are not worth a second thread
+    assert kernel(x) == serial
 
 
 def test_a_result_does_not_depend_on_timing():

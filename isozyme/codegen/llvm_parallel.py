@@ -23,8 +23,10 @@ A loop becomes three pieces:
     its own partials, error record and copies: an array that the loop adds to at indices that are neither
     invariant nor one per iteration (mode `atomic`: the adjoint of `means[k, j]` in GMM's reverse loop)
     is the array itself in task 0 and a zeroed copy in every other task.
-  - the *dispatch*, where the loop was: `tasks` is the pool's thread count (at most `MAX_TASKS`, at most the
-    trip count); the pool runs the tasks (`llvm_thread_pool.py`); without a pool (no thread count set) the
+  - the *dispatch*, where the loop was: `tasks` is the pool's thread count, at most `MAX_TASKS` and at most
+    one per `task_work` units of estimated work (the pool's, `llvm_thread_pool.TASK_WORK` by default; the
+    cost of an iteration is `iteration_cost`, a constant of the loop), so that a loop of a thousand cheap
+    iterations stays on the caller; the pool runs the tasks (`llvm_thread_pool.py`); without a pool (no thread count set) the
     one task runs here. Then, in task order: the first failed task's error record becomes this function's
     failure; reductions are the starting value plus each task's sum; each group add adds each task's sum
     (if it ran); each copy is added into its array and freed. The header's phis after the loop are those
@@ -62,11 +64,19 @@ from isozyme.codegen.llvm_types import (
 )
 from isozyme.codegen.parallel_loops import ParallelLoop, constant_phis, plan_parallel_loops
 from isozyme.ssa.ir import Argument, Block, Constant, Function, Instruction, Phi, Value
+from isozyme.ssa.loops import Loop, LoopNest
 from isozyme.ssa.ops import Op
 from isozyme.ssa.types import ArrayType
 
 RECORD_WORDS = 1 + PAYLOAD_WORDS
 SIDE_EFFECTS = (Op.STORE, Op.ATOMIC_ADD, Op.CALL, Op.GROW)
+
+INNER_TRIPS = 16
+"""What an inner loop of unknown trip count is assumed to multiply its body's cost by."""
+EXPENSIVE = {Op.EXP: 20, Op.LOG: 20, Op.LOG1P: 20, Op.EXPM1: 20, Op.SIN: 20, Op.COS: 20, Op.TAN: 30,
+             Op.TANH: 20, Op.SINH: 20, Op.COSH: 20, Op.ASIN: 30, Op.ACOS: 30, Op.ATAN: 30, Op.ATAN2: 40,
+             Op.ERF: 20, Op.POW: 40, Op.SIGMOID: 20, Op.SQRT: 10, Op.FDIV: 5, Op.ALLOC: 50, Op.GROW: 50}
+"""Costlier ops, in `iteration_cost` units."""
 
 
 @dataclass(eq=False)
@@ -128,6 +138,27 @@ def plan_threaded_loops(emitter: ModuleEmitter, function: Function) -> tuple[lis
         _declare(emitter, function, loop)
         threaded.append(loop)
     return threaded, serial
+
+
+def iteration_cost(loop: Loop, depth: int = 0) -> int:
+    """A static estimate of one iteration's work: an instruction is 1 (`EXPENSIVE` ones more, a call the
+    cost of its callee's body), and an inner loop's body counts `INNER_TRIPS` times."""
+    inner = {block for child in loop.children for block in child.blocks}
+    cost = sum(_instruction_cost(inst, depth) for block in loop.blocks if block not in inner
+               for inst in block.instructions)
+    return cost + sum(INNER_TRIPS * iteration_cost(child, depth) for child in loop.children)
+
+
+def _instruction_cost(inst: Instruction, depth: int) -> int:
+    if inst.op is Op.CALL:
+        callee = inst.callee
+        if depth > 2 or callee is None:
+            return 100
+        nest = LoopNest(callee)
+        top = sum(_instruction_cost(i, depth + 1) for block in callee.blocks
+                  if not any(loop.contains(block) for loop in nest.top_level) for i in block.instructions)
+        return top + sum(INNER_TRIPS * iteration_cost(loop, depth + 1) for loop in nest.top_level)
+    return EXPENSIVE.get(inst.op, 1)
 
 
 def _refusal(plan: ParallelLoop) -> str | None:
@@ -278,22 +309,30 @@ class _Dispatch:
         return self.em.module.parallel_slot()
 
     def _task_count(self, trip: ir.Value) -> ir.Value:
-        """The pool's thread count (1 without a pool), at most MAX_TASKS and the trip count, at least 1."""
+        """The pool's thread count (1 without a pool), at most MAX_TASKS and one per `task_work` units of
+        estimated work, at least 1."""
         b = self.b
         state = b.load(self._slot(), typ=POINTER)
         pooled, merge = self.block("pool"), self.block("tasks")
         before = b.block
         b.cbranch(b.icmp_unsigned("!=", state, ir.Constant(POINTER, None)), pooled, merge)
         b.position_at_end(pooled)
-        field_address = b.gep(b.bitcast(state, ir.PointerType(I64)), [ir.Constant(I64, 1)], inbounds=True,
-                              source_etype=I64)
-        threads = b.load(field_address, typ=I64)
+        words = b.bitcast(state, ir.PointerType(I64))
+        threads = b.load(b.gep(words, [ir.Constant(I64, 1)], inbounds=True, source_etype=I64), typ=I64)
+        task_work = b.load(b.gep(words, [ir.Constant(I64, 2)], inbounds=True, source_etype=I64), typ=I64)
         b.branch(merge)
         b.position_at_end(merge)
         count = b.phi(I64, name="threads")
         count.add_incoming(ir.Constant(I64, 1), before)
         count.add_incoming(threads, pooled)
-        smaller = b.select(b.icmp_signed("<", count, trip), count, trip)
+        work = b.phi(I64, name="task.work")
+        work.add_incoming(ir.Constant(I64, 1), before)
+        work.add_incoming(task_work, pooled)
+        cost = ir.Constant(I64, iteration_cost(self.loop.plan.loop))
+        per_task = b.sdiv(b.add(work, ir.Constant(I64, cost.constant - 1)), cost)  # iterations, rounded up
+        per_task = b.select(b.icmp_signed("<", per_task, ir.Constant(I64, 1)), ir.Constant(I64, 1), per_task)
+        worth = b.sdiv(trip, per_task)
+        smaller = b.select(b.icmp_signed("<", count, worth), count, worth)
         clamped = b.select(b.icmp_signed(">", smaller, ir.Constant(I64, MAX_TASKS)), ir.Constant(I64, MAX_TASKS),
                            smaller)
         return b.select(b.icmp_signed("<", clamped, ir.Constant(I64, 1)), ir.Constant(I64, 1), clamped)

@@ -7,8 +7,9 @@
 The pool is written in LLVM IR over POSIX threads (`pthread_create`, a mutex and two condition variables,
 opaque buffers of `SYNC_BYTES` each, initialized by `pthread_*_init`), so it needs no C compiler and runs
 wherever the compiled kernels run. A kernel reaches it through the pool's state, whose address the runtime
-writes into the kernel module's `parallel` slot (`llvm_parallel.py`); the state's first two words are what
-a kernel reads: the address of `run` and the number of tasks to split a loop into (the thread count).
+writes into the kernel module's `parallel` slot (`llvm_parallel.py`); the state's first three words are
+what a kernel reads: the address of `run`, the thread count (the most tasks a loop is split into) and the
+least work worth a task (`TASK_WORK`).
 
 `run` posts the job to the pool's threads (started on first use, and more when the count grows; never
 stopped: they wait on a condition variable between jobs) and takes part itself: every participant claims
@@ -21,6 +22,10 @@ job's task, context and count under the mutex with its generation, and claims on
 holds that generation. Which thread runs a task does not matter: a task writes only its own partial results
 (`llvm_parallel.py`), which the caller combines in task order, so a result never depends on timing.
 
+Between jobs a thread polls the job generation `SPIN` times (with the CPU's spin-wait hint) before it
+sleeps, and the caller polls the completed count as long before it sleeps, so that loops in quick
+succession hand over in about a microsecond instead of a wake-up through the kernel.
+
 One job runs at a time: a `run` that finds the pool busy (a kernel called from several Python threads at
 once, or a `prange` loop in a function called from a parallel loop) runs its tasks itself, in order. A
 worker that starts between jobs must not miss the next one: it takes the job generation current when it
@@ -32,14 +37,28 @@ from __future__ import annotations
 SYNC_BYTES = 128
 """Room for a `pthread_mutex_t` or `pthread_cond_t` (40 and 48 bytes on Linux x86-64, 64 on macOS)."""
 
-STATE_FIELDS = ("run", "threads", "mutex", "wake", "done", "generation", "started", "job_task", "job_context",
+STATE_FIELDS = ("run", "threads", "task_work", "mutex", "wake", "done", "generation", "started", "job_task", "job_context",
                 "job_tasks", "claim", "completed", "busy", "spawn_generation")
-"""The fields of the pool's state, in order: `run`'s address and the task count come first (a kernel reads
-them), the synchronization buffers, then the job."""
+"""The fields of the pool's state, in order: `run`'s address, the thread count and the least work worth a
+task come first (a kernel reads them), the synchronization buffers, then the job."""
 
 STATE_SYMBOL = "isozyme_pool_state"
 """The pool's state, a global of its module."""
 INIT_SYMBOL = "isozyme_pool_init"
+
+TASK_WORK = 40_000
+"""The least estimated work (`llvm_parallel.iteration_cost` units, about an instruction each) worth a task of
+its own, by default: 1,000 iterations of `out[i] = 2 x[i]` stay on the caller (handing work to another
+thread costs microseconds), GMM's 1,000 points, each a loop nest over components and dimensions, get every
+thread. The runtime may change it in the state (`thread_pool.set_task_work`, for tests)."""
+
+SPIN = 2000
+"""Polls of the job generation (and, by the caller, of the completed count) before sleeping: with the CPU's
+spin-wait hint between polls, tens to a couple of hundred microseconds, so that loops in quick succession
+(time steps, a gradient's forward and reverse loops) find the threads awake."""
+SPIN_HINTS = {"x86_64": ("@llvm.x86.sse2.pause", ""), "i686": ("@llvm.x86.sse2.pause", ""),
+              "aarch64": ("@llvm.aarch64.hint", "i32 1"), "arm64": ("@llvm.aarch64.hint", "i32 1")}
+"""The CPU's spin-wait hint per target (x86 `pause`, AArch64 `yield`), as LLVM intrinsics and arguments."""
 
 _WORDS = SYNC_BYTES // 8
 
@@ -48,15 +67,18 @@ def field(name: str) -> int:
     return STATE_FIELDS.index(name)
 
 
-def pool_ir() -> str:
-    """The pool's LLVM module (module docstring)."""
+def pool_ir(triple: str = "") -> str:
+    """The pool's LLVM module (module docstring) for the target `triple` (which spin-wait hint it uses)."""
     f = {name: index for index, name in enumerate(STATE_FIELDS)}
+    hint = next((hint for arch, hint in SPIN_HINTS.items() if triple.startswith(arch)), None)
+    pause = f"call void {hint[0]}({hint[1]})" if hint else "fence seq_cst"
+    declare_hint = f"declare void {hint[0]}({hint[1].split()[0] if hint[1] else ''})" if hint else ""
     sync = f"[{_WORDS} x i64]"
 
     def at(name: str) -> str:
         return f"getelementptr %State, ptr %s, i32 0, i32 {f[name]}"
     return f"""
-%State = type {{ ptr, i64, {sync}, {sync}, {sync}, i64, i64, ptr, ptr, i64, i64, i64, i64, i64 }}
+%State = type {{ ptr, i64, i64, {sync}, {sync}, {sync}, i64, i64, ptr, ptr, i64, i64, i64, i64, i64 }}
 
 @{STATE_SYMBOL} = global %State zeroinitializer, align 64
 
@@ -69,6 +91,7 @@ declare i32 @pthread_cond_signal(ptr)
 declare i32 @pthread_cond_broadcast(ptr)
 declare i32 @pthread_create(ptr, ptr, ptr, ptr)
 declare i32 @pthread_detach(i64)
+{declare_hint}
 
 define ptr @{INIT_SYMBOL}() {{
 entry:
@@ -84,6 +107,8 @@ entry:
   store ptr @isozyme_pool_run, ptr %run
   %threads = {at('threads')}
   store i64 1, ptr %threads
+  %work = {at('task_work')}
+  store i64 {TASK_WORK}, ptr %work
   ret ptr %s
 }}
 
@@ -136,22 +161,43 @@ entry:
   %n.slot = {at('job_tasks')}
   call i32 @pthread_mutex_lock(ptr %mutex)
   %first = load i64, ptr %spawned
+  call i32 @pthread_mutex_unlock(ptr %mutex)
   br label %wait
 wait:
-  %seen = phi i64 [ %first, %entry ], [ %seen, %sleep ], [ %current, %job ]
-  %current = load i64, ptr %generation
-  %idle = icmp eq i64 %current, %seen
-  br i1 %idle, label %sleep, label %job
+  %seen = phi i64 [ %first, %entry ], [ %current, %job.locked ]
+  br label %spin
+spin:
+  %i = phi i64 [ 0, %wait ], [ %i.next, %spin.again ]
+  %polled = load atomic i64, ptr %generation seq_cst, align 8
+  %posted = icmp ne i64 %polled, %seen
+  br i1 %posted, label %job.lock, label %spin.more
+spin.more:
+  %more = icmp slt i64 %i, {SPIN}
+  br i1 %more, label %spin.again, label %sleep.lock
+spin.again:
+  {pause}
+  %i.next = add i64 %i, 1
+  br label %spin
+sleep.lock:
+  call i32 @pthread_mutex_lock(ptr %mutex)
+  br label %sleep.check
+sleep.check:
+  %again = load atomic i64, ptr %generation seq_cst, align 8
+  %idle = icmp eq i64 %again, %seen
+  br i1 %idle, label %sleep, label %job.locked
 sleep:
   call i32 @pthread_cond_wait(ptr %wake, ptr %mutex)
-  br label %wait
-job:
+  br label %sleep.check
+job.lock:
+  call i32 @pthread_mutex_lock(ptr %mutex)
+  br label %job.locked
+job.locked:
+  %current = load atomic i64, ptr %generation seq_cst, align 8
   %task = load ptr, ptr %task.slot
   %ctx = load ptr, ptr %ctx.slot
   %n = load i64, ptr %n.slot
   call i32 @pthread_mutex_unlock(ptr %mutex)
   call void @work(ptr %s, i64 %current, ptr %task, ptr %ctx, i64 %n)
-  call i32 @pthread_mutex_lock(ptr %mutex)
   br label %wait
 }}
 
@@ -215,13 +261,27 @@ post:
   store atomic i64 0, ptr %completed seq_cst, align 8
   %gen = load i64, ptr %generation
   %g = add i64 %gen, 1
-  store i64 %g, ptr %generation
+  store atomic i64 %g, ptr %generation seq_cst, align 8
   %g.low = and i64 %g, 4294967295
   %first.claim = shl i64 %g.low, 32
   store atomic i64 %first.claim, ptr %claim seq_cst, align 8
   call i32 @pthread_cond_broadcast(ptr %wake)
   call i32 @pthread_mutex_unlock(ptr %mutex)
   call void @work(ptr %s, i64 %g, ptr %task, ptr %ctx, i64 %n)
+  br label %join.spin
+join.spin:
+  %j = phi i64 [ 0, %post ], [ %j.next, %join.again ]
+  %ended = load atomic i64, ptr %completed seq_cst, align 8
+  %all = icmp sge i64 %ended, %n
+  br i1 %all, label %released, label %join.more
+join.more:
+  %keep = icmp slt i64 %j, {SPIN}
+  br i1 %keep, label %join.again, label %join.lock
+join.again:
+  {pause}
+  %j.next = add i64 %j, 1
+  br label %join.spin
+join.lock:
   call i32 @pthread_mutex_lock(ptr %mutex)
   br label %join
 join:
@@ -233,6 +293,8 @@ join.wait:
   br label %join
 joined:
   call i32 @pthread_mutex_unlock(ptr %mutex)
+  br label %released
+released:
   store atomic i64 0, ptr %busy seq_cst, align 8
   ret void
 }}

@@ -10,8 +10,9 @@ releases it), so they run beside Python threads too.
 
 The thread count is `ISOZYME_NUM_THREADS` when the pool is made (a positive integer, else a ValueError
 naming the variable), by default the CPUs this process may run on (`os.sched_getaffinity`). A loop is split
-into that many tasks (at most `MAX_TASKS` and its trip count), so a result depends on the count (how the
-sums are grouped) and never on timing; a count of 1 gives the serial loop's result.
+into that many tasks (at most `MAX_TASKS`, and one per `TASK_WORK` units of estimated work, so a small loop
+stays on the caller), so a result depends on the count (how the sums are grouped) and never on timing; a
+count of 1 gives the serial loop's result.
 
 After `fork`, the child has none of the parent's threads: its pool is reset (no thread, the same count)
 and starts new ones when needed.
@@ -30,6 +31,7 @@ _lock = threading.Lock()
 _state: int | None = None
 _init: ctypes._CFuncPtr | None = None  # type: ignore[name-defined]
 _threads: int | None = None
+_task_work: int | None = None
 
 
 def default_threads() -> int:
@@ -62,7 +64,9 @@ def state() -> int:
             from isozyme.codegen.llvm_thread_pool import pool_ir
             from isozyme.runtime import llvm_jit
 
-            module = llvm_jit.optimize(llvm_jit.prepare(pool_ir()))
+            import llvmlite.binding as llvm
+
+            module = llvm_jit.optimize(llvm_jit.prepare(pool_ir(llvm.get_process_triple())))
             address = llvm_jit.load_object(llvm_jit.emit_object(module), [INIT_SYMBOL])[INIT_SYMBOL]
             _init = ctypes.CFUNCTYPE(ctypes.c_void_p)(address)
             _state = _init()
@@ -91,6 +95,20 @@ def set_num_threads(count: int) -> None:
             _threads_word().value = min(count, MAX_TASKS)
 
 
+def set_task_work(units: int | None) -> None:
+    """The least estimated work worth a task (`codegen/llvm_thread_pool.TASK_WORK` when None); 1 splits
+    every loop into as many tasks as there are threads (tests)."""
+    global _task_work
+    _task_work = units
+    _write_task_work()
+
+
+def _write_task_work() -> None:
+    from isozyme.codegen.llvm_thread_pool import TASK_WORK
+
+    ctypes.c_int64.from_address(state() + 8 * STATE_FIELDS.index("task_work")).value = _task_work or TASK_WORK
+
+
 def get_num_threads() -> int:
     """The tasks each parallel loop is split into (`set_num_threads`, else `default_threads()`)."""
     return min(_threads if _threads is not None else default_threads(), MAX_TASKS)
@@ -103,3 +121,5 @@ def _reset_in_child() -> None:
     if _state is not None and _init is not None:
         _init()
         _threads_word().value = min(_threads or 1, MAX_TASKS)
+        if _task_work is not None:
+            _write_task_work()
