@@ -26,8 +26,8 @@ A loop becomes three pieces:
   - the *dispatch*, where the loop was: `tasks` is the pool's thread count, at most `MAX_TASKS` and at most
     one per `task_work` units of estimated work (the pool's, `llvm_thread_pool.TASK_WORK` by default; the
     cost of an iteration is `iteration_cost`, a constant of the loop), so that a loop of a thousand cheap
-    iterations stays on the caller; the pool runs the tasks (`llvm_thread_pool.py`); without a pool (no thread count set) the
-    one task runs here. Then, in task order: the first failed task's error record becomes this function's
+    iterations stays on the caller; the pool runs the tasks (`llvm_thread_pool.py`); without a pool (a
+    module not attached to one) the one task runs here. Then, in task order: the first failed task's error record becomes this function's
     failure; reductions are the starting value plus each task's sum; each group add adds each task's sum
     (if it ran); each copy is added into its array and freed. The header's phis after the loop are those
     sums, the induction variables' final values (`start + trip * step`) and the constants.

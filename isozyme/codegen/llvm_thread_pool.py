@@ -37,8 +37,8 @@ from __future__ import annotations
 SYNC_BYTES = 128
 """Room for a `pthread_mutex_t` or `pthread_cond_t` (40 and 48 bytes on Linux x86-64, 64 on macOS)."""
 
-STATE_FIELDS = ("run", "threads", "task_work", "mutex", "wake", "done", "generation", "started", "job_task", "job_context",
-                "job_tasks", "claim", "completed", "busy", "spawn_generation")
+STATE_FIELDS = ("run", "threads", "task_work", "mutex", "wake", "done", "generation", "started", "job_task",
+                "job_context", "job_tasks", "claim", "completed", "busy", "spawn_generation")
 """The fields of the pool's state, in order: `run`'s address, the thread count and the least work worth a
 task come first (a kernel reads them), the synchronization buffers, then the job."""
 
