@@ -27,9 +27,9 @@ A loop becomes three pieces:
     one per `task_work` units of estimated work (the pool's, `llvm_thread_pool.TASK_WORK` by default; the
     cost of an iteration is `iteration_cost`, a constant of the loop), so that a loop of a thousand cheap
     iterations stays on the caller; the pool runs the tasks (`llvm_thread_pool.py`); without a pool (a
-    module not attached to one) the one task runs here. Then, in task order: the first failed task's error record becomes this function's
-    failure; reductions are the starting value plus each task's sum; each group add adds each task's sum
-    (if it ran); each copy is added into its array and freed. The header's phis after the loop are those
+    module not attached to one) the one task runs here. Then, in task order: the first failed task's error
+    record becomes this function's failure; reductions are the starting value plus each task's sum; each
+    group add adds each task's sum (if it ran); each copy is added into its array and freed. The header's phis after the loop are those
     sums, the induction variables' final values (`start + trip * step`) and the constants.
 
 So a result depends on the thread count (how the sums are grouped), never on timing; with one thread it

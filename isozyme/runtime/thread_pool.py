@@ -61,10 +61,10 @@ def state() -> int:
     global _state, _init, _threads
     with _lock:
         if _state is None:
+            import llvmlite.binding as llvm
+
             from isozyme.codegen.llvm_thread_pool import pool_ir
             from isozyme.runtime import llvm_jit
-
-            import llvmlite.binding as llvm
 
             module = llvm_jit.optimize(llvm_jit.prepare(pool_ir(llvm.get_process_triple())))
             address = llvm_jit.load_object(llvm_jit.emit_object(module), [INIT_SYMBOL])[INIT_SYMBOL]
