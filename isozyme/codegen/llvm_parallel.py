@@ -29,8 +29,9 @@ A loop becomes three pieces:
     iterations stays on the caller; the pool runs the tasks (`llvm_thread_pool.py`); without a pool (a
     module not attached to one) the one task runs here. Then, in task order: the first failed task's error
     record becomes this function's failure; reductions are the starting value plus each task's sum; each
-    group add adds each task's sum (if it ran); each copy is added into its array and freed. The header's phis after the loop are those
-    sums, the induction variables' final values (`start + trip * step`) and the constants.
+    group add adds each task's sum (if it ran); each copy is added into its array and freed. The header's
+    phis after the loop are those sums, the induction variables' final values (`start + trip * step`) and
+    the constants.
 
 So a result depends on the thread count (how the sums are grouped), never on timing; with one thread it
 is the serial loop's. Errors: a task stops at its first failing iteration; the failure reported is that
