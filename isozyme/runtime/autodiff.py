@@ -145,6 +145,11 @@ class _ReverseCall:
     """The kernel's gradient cache it was made for: registering a custom rule replaces that cache, and with
     it every `_ReverseCall` made before."""
 
+    invoke: Callable[[Sequence[object], Sequence[object], object], tuple[object, list]]
+    """`invoke(values, shadows, seed)`: the primal return and the adjoint outputs of the Active parameters;
+    `values` one per parameter, `shadows` one per Duplicated parameter (in order), `seed` the checked
+    cotangent. Generated for the activity pattern (`_invoker`): the entry's arguments in place, no loop."""
+
     @classmethod
     def make(cls, kernel: Kernel, activities: tuple[ArgActivity, ...], opt: str, backend: str | None) -> _ReverseCall:
         params, return_type = kernel.signature()
@@ -152,28 +157,40 @@ class _ReverseCall:
                         for p, kind in zip(params, activities))
         seed = _checked_seed(kernel, return_type, None)
         compiled = compiled_gradient(kernel, activities, opt, backend)
-        return cls(kernel, activities, opt, compiled, outputs, seed, kernel.__dict__["_gradients"])
+
+        def log() -> None:
+            compile_log.record_derivative(kernel, "reverse", activities, opt, compiled.backend)
+        invoke = _invoker(compiled.entry, activities, outputs, seed is not None, log)
+        return cls(kernel, activities, opt, compiled, outputs, seed, kernel.__dict__["_gradients"], invoke)
 
     def is_current(self) -> bool:
         return self.home is self.kernel.__dict__.get("_gradients")
 
-    def __call__(self, values: Sequence[object], shadows: Sequence[object], seed: object) -> tuple[object, list]:
-        """The primal return and the adjoint outputs of the Active parameters: `values` one per parameter,
-        `shadows` one per Duplicated parameter (in order), `seed` the checked cotangent."""
-        call: list[object] = []
-        adjoints: list[np.ndarray] = []
-        shadow = iter(shadows)
-        for value, kind, dtype in zip(values, self.activities, self.outputs):
-            call.append(value)
-            if dtype is not None:
-                adjoints.append(np.zeros(1, dtype))
-                call.append(adjoints[-1])
-            elif kind is _DUP:
-                call.append(next(shadow))
-        if seed is not None:
-            call.append(seed)
-        compile_log.record_derivative(self.kernel, "reverse", self.activities, self.opt, self.compiled.backend)
-        return self.compiled.entry(*call), adjoints
+
+def _invoker(entry: Callable[..., object], activities: tuple[ArgActivity, ...], outputs: tuple[np.dtype | None, ...],
+             seeded: bool, log: Callable[[], None]) -> Callable[[Sequence[object], Sequence[object], object],
+                                                               tuple[object, list]]:
+    """`_ReverseCall.invoke`, from source: e.g. for (Duplicated, Active) on a kernel returning a float,
+    `a1 = zeros(1, d1); return entry(values[0], shadows[0], values[1], a1, seed), [a1]`."""
+    namespace: dict[str, object] = {"_entry": entry, "_zeros": np.zeros, "_log": log}
+    lines, call, adjoints = [], [], []
+    shadows = 0
+    for index, (kind, dtype) in enumerate(zip(activities, outputs)):
+        call.append(f"values[{index}]")
+        if dtype is not None:
+            namespace[f"_d{index}"] = dtype
+            lines.append(f"    a{index} = _zeros(1, _d{index})")
+            call.append(f"a{index}")
+            adjoints.append(f"a{index}")
+        elif kind is _DUP:
+            call.append(f"shadows[{shadows}]")
+            shadows += 1
+    if seeded:
+        call.append("seed")
+    source = "\n".join(["def invoke(values, shadows, seed):", *lines, "    _log()",
+                        f"    return _entry({', '.join(call)}), [{', '.join(adjoints)}]"])
+    exec(compile(source, "<isozyme reverse call>", "exec"), namespace)  # noqa: S102 - our own source
+    return namespace["invoke"]  # type: ignore[return-value]
 
 
 _DUP = ArgActivity.DUP
@@ -200,7 +217,7 @@ def autodiff(kernel: Kernel, *args: object, seed: float | None = None, opt: str 
         _check_shadow(kernel, param, args[position])  # type: ignore[arg-type]
         shadows.append(args[position].shadow)  # type: ignore[attr-defined]
     values = [arg.value if isinstance(arg, _ANNOTATIONS) else arg for arg in args]  # type: ignore[attr-defined]
-    result, adjoints = reverse(values, shadows, differet)
+    result, adjoints = reverse.invoke(values, shadows, differet)
     return result, tuple([adjoint.item() for adjoint in adjoints])
 
 
@@ -282,11 +299,11 @@ def grad(kernel: Kernel, argnums: int | Sequence[int] = 0, opt: str = "post",
             array = args[positions[0]]
             if arrays[0]:
                 shadow = np.zeros(array.shape, array.dtype)  # type: ignore[union-attr]
-                reverse(args, (shadow,), reverse.default_seed)
+                reverse.invoke(args, (shadow,), reverse.default_seed)
                 return shadow
-            return reverse(args, (), reverse.default_seed)[1][0].item()
+            return reverse.invoke(args, (), reverse.default_seed)[1][0].item()
         shadows = {p: np.zeros(args[p].shape, args[p].dtype) for p, array in zip(positions, arrays) if array}
-        _, adjoints = reverse(args, [shadows[p] for p in sorted(shadows)], reverse.default_seed)
+        _, adjoints = reverse.invoke(args, [shadows[p] for p in sorted(shadows)], reverse.default_seed)
         active = iter(adjoints)
         by_position = {p: (shadows[p] if p in shadows else next(active).item()) for p in sorted(positions)}
         return tuple(by_position[p] for p in positions)
