@@ -271,3 +271,49 @@ def test_threaded_loops_are_tasks_in_the_llvm_ir():
     text = iz.show_ir(iz.kernel(layer_energy), stage="llvm", activity=("dup", "dup", "dup", "dup"))
     tasks = re.findall(r'define internal void @"?[\w.]+\.loop\d+\.task"?\(', text)
     assert len(tasks) == 2, tasks  # the forward loop and the reverse loop
+
+
+def fresh_arrays(out: Array[f64], x: Array[f64], width: i64):
+    for i in iz.prange(len(x)):
+        zeroed = iz.zeros(width, f64)  # allocated once per task, zeroed again in every iteration
+        scratch = iz.empty(width, f64)
+        for k in range(width):
+            zeroed[k] += x[i] * k
+            scratch[k] = zeroed[k] + 1.0
+        total = 0.0
+        for k in range(width):
+            total += zeroed[k] * scratch[k]
+        out[i] = total
+
+
+def test_local_arrays_of_a_parallel_loop_are_fresh_in_every_iteration():
+    kernel = iz.kernel(fresh_arrays)
+    x = np.random.default_rng(7).random(500)
+    expected = np.zeros_like(x)
+    fresh_arrays(expected, x, 9)
+    for count in (1, 3):
+        out = np.zeros_like(x)
+        with_threads(count, lambda out=out: kernel(out, x, 9))
+        np.testing.assert_allclose(out, expected, rtol=1e-14)
+
+
+def sometimes_allocates(out: Array[f64], x: Array[f64], width: i64):
+    for i in iz.prange(len(x)):
+        if x[i] > 2.0:  # never: the array, of a negative width, is never allocated
+            scratch = iz.empty(width, f64)
+            scratch[0] = x[i]
+            out[i] = scratch[0]
+        else:
+            out[i] = -x[i]
+
+
+def test_an_array_no_iteration_allocates_is_not_checked():
+    kernel = iz.kernel(sometimes_allocates)
+    x = np.random.default_rng(8).random(300)
+    for count in (1, 4):
+        out = np.zeros_like(x)
+        with_threads(count, lambda out=out: kernel(out, x, -3))
+        np.testing.assert_array_equal(out, -x)
+    x[200] = 5.0
+    with pytest.raises(ValueError, match="negative"):
+        with_threads(4, lambda: kernel(np.zeros_like(x), x, -3))

@@ -1,10 +1,14 @@
 """The code of a threaded `prange` loop's tasks: its worker and its task (`llvm_parallel.py` says what each
 does).
 
-The worker is the loop's blocks walked by a `FunctionEmitter` into a function of their own, with three
+The worker is the loop's blocks walked by a `FunctionEmitter` into a function of their own, with four
 changes: its inputs are its parameters; the header counts its own iterations from `lo` to `hi` (the SSA
 exit test, which counts to the trip count, is left to LLVM to delete) and leaves to a block that writes the
-partial results; an `atomic_add` in mode `group` adds into a stack slot, which LLVM keeps in a register.
+partial results; an `atomic_add` in mode `group` adds into a stack slot, which LLVM keeps in a register; a
+local array allocated in the loop (its extents are loop-invariant, the plan checks it) is allocated by the
+first iteration of the task that reaches it, checks included, and reused by the later ones (zeroed again
+when it is `zeroed`): one malloc per task instead of one per iteration. No iteration can see another's
+array (an array is never carried from one iteration to the next: the plan refuses array phis).
 """
 
 from __future__ import annotations
@@ -15,7 +19,17 @@ from isozyme.codegen.llvm_function import FunctionEmitter
 from isozyme.codegen.llvm_lowerings import LOWERINGS, allocate_local
 from isozyme.codegen.llvm_module import ModuleEmitter
 from isozyme.codegen.llvm_parallel import RECORD_WORDS, ThreadedLoop, add, identity, word
-from isozyme.codegen.llvm_types import I32, I64, POINTER, flat_parameter_types, register_type
+from isozyme.codegen.llvm_types import (
+    I1,
+    I8,
+    I32,
+    I64,
+    POINTER,
+    element_size,
+    flat_parameter_types,
+    register_type,
+    storage_type,
+)
 from isozyme.ssa.cfg import reverse_post_order
 from isozyme.ssa.flags import CHECKED
 from isozyme.ssa.ir import Function, Instruction, Value
@@ -27,10 +41,13 @@ class WorkerEmitter(FunctionEmitter):
     """The worker of one threaded loop (module docstring)."""
 
     def __init__(self, module: ModuleEmitter, function: Function, loop: ThreadedLoop) -> None:
-        super().__init__(module, function, {**LOWERINGS, Op.ATOMIC_ADD: _lower_atomic_add}, loop.worker)
+        super().__init__(module, function, {**LOWERINGS, Op.ATOMIC_ADD: _lower_atomic_add, Op.ALLOC: _lower_alloc},
+                         loop.worker)
         self.loop = loop
         self.accumulators: dict[Instruction, tuple[ir.Value, ir.Value]] = {}
         """Each group add's stack slots: its sum and whether it ran."""
+        self.reused: dict[Instruction, ir.Value] = {}
+        """Each local array allocated in the loop: a stack slot holding its block once allocated (else null)."""
 
     def emit(self) -> None:
         loop, b = self.loop, self.builder
@@ -48,6 +65,10 @@ class WorkerEmitter(FunctionEmitter):
             self.accumulators[inst] = (total, ran)
         for array in loop.scratch:
             self._private_copy(array)
+        for inst in (i for block in blocks for i in block.instructions):
+            if inst.op is Op.ALLOC and inst.uses:
+                self.reused[inst] = b.alloca(POINTER, name=f"{inst.name or 'array'}.block")
+                b.store(ir.Constant(POINTER, None), self.reused[inst])
         order = [block for block in reverse_post_order(self.function) if block in blocks]
         for block in order:
             self.blocks[block] = self.llvm_fn.append_basic_block(block.name or "bb")
@@ -139,6 +160,39 @@ def _lower_atomic_add(em: WorkerEmitter, inst: Instruction) -> None:
     total, ran = slots
     b.store(add(b, b.load(total, typ=total.type.pointee), em.operand(value)), total)
     b.store(ir.Constant(I64, 1), ran)
+
+
+def _lower_alloc(em: WorkerEmitter, inst: Instruction) -> ir.Value | None:
+    """A local array of the loop: allocated (and checked) the first time, reused after (module docstring)."""
+    slot = em.reused.get(inst)
+    if slot is None:
+        return LOWERINGS[Op.ALLOC](em, inst)
+    b = em.builder
+    element = storage_type(inst.type.element)  # type: ignore[attr-defined]
+    reused = b.load(slot, typ=POINTER)
+    first, again, ready = (em.continuation(name) for name in ("alloc.first", "alloc.again", "alloc.ready"))
+    b.cbranch(b.icmp_unsigned("==", reused, ir.Constant(POINTER, None)), first, again)
+    b.position_at_end(first)
+    array = LOWERINGS[Op.ALLOC](em, inst)
+    assert array is not None  # not growable: the plan refuses growable arrays in a parallel loop
+    fresh = b.bitcast(b.extract_value(array, 0), POINTER)
+    b.store(fresh, slot)
+    allocated = b.block
+    b.branch(ready)
+    b.position_at_end(again)
+    extents = em.operands(inst)
+    if "zeroed" in inst.flags:
+        size: ir.Value = ir.Constant(I64, element_size(inst.type.element))  # type: ignore[attr-defined]
+        for extent in extents:
+            size = b.mul(size, extent)
+        memset = em.module.declare("llvm.memset.p0i8.i64", ir.FunctionType(ir.VoidType(), [POINTER, I8, I64, I1]))
+        b.call(memset, [reused, ir.Constant(I8, 0), size, ir.Constant(I1, 0)])
+    b.branch(ready)
+    b.position_at_end(ready)
+    data = b.phi(POINTER, name=inst.name or "array")
+    data.add_incoming(fresh, allocated)
+    data.add_incoming(reused, again)
+    return em.make_array(inst.type, [b.bitcast(data, ir.PointerType(element)), *extents])  # type: ignore[arg-type]
 
 
 def emit_workers(emitter: ModuleEmitter, function: Function, threaded: list[ThreadedLoop]) -> None:
