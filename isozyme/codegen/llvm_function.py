@@ -38,7 +38,7 @@ class FunctionEmitter:
         self.lowerings = lowerings
         self.llvm_fn = module.functions[function]
         self.record = self.llvm_fn.args[-1]
-        self.fmf = ("fast",) if module.options.fastmath else ()
+        self.fmf = module.options.fastmath
         self.values: dict[Value, ir.Value] = {}
         self.blocks: dict[Block, ir.Block] = {}
         self.exits: dict[Block, ir.Block] = {}

@@ -16,7 +16,7 @@ Semantics are those of `ssa/semantics.py`: Python floor division and modulo, int
 invalid shifts and conversions raise, `fmin`/`fmax` are Python's `min`/`max`, `pow(x, 2.0)` and
 `pow(x, 3.0)` are products, f32 transcendental functions are evaluated in f64 and rounded once (as the
 interpreter does; `sqrt fabs floor ceil` are exact in f32). Floating-point code gets no fast-math flags
-unless `CodegenOptions.fastmath` asks for them. Bounds checks are emitted in checked mode only; the other
+unless `CodegenOptions.fastmath` names some (the kernel's `fastmath=`). Bounds checks are emitted in checked mode only; the other
 checks always (they cost a compare, and without them the hardware traps or the result is undefined).
 """
 
