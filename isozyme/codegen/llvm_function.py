@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from llvmlite import ir
 
 from isozyme.codegen.abi import CodegenError
+from isozyme.codegen.llvm_alias_scopes import ArenaScopes
 from isozyme.codegen.error_sites import ErrorSite, register_site
 from isozyme.codegen.llvm_module import ModuleEmitter
 from isozyme.codegen.llvm_types import F32, F64, I1, I64, POINTER, flat_parameter_types, register_type, storage_type
@@ -39,6 +40,8 @@ class FunctionEmitter:
         self.llvm_fn = module.functions[function]
         self.record = self.llvm_fn.args[-1]
         self.fmf = module.options.fastmath
+        self.arena_scopes = ArenaScopes(module.llvm, function, module.symbol(function))
+        """Alias scopes that tell the arena's slots apart (`llvm_alias_scopes.py`): `tag` each access."""
         self.values: dict[Value, ir.Value] = {}
         self.blocks: dict[Block, ir.Block] = {}
         self.exits: dict[Block, ir.Block] = {}

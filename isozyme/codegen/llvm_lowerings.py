@@ -230,6 +230,7 @@ def _lower_load(em: FunctionEmitter, inst: Instruction) -> ir.Value:
     array, *indices = inst.operands
     element = array.type.element  # type: ignore[attr-defined]
     value = em.builder.load(em.element_address(inst, array, list(indices)), typ=storage_type(element))
+    em.arena_scopes.tag(value, array)
     return em.builder.icmp_unsigned("!=", value, ir.Constant(I8, 0)) if element.is_bool else value
 
 
@@ -240,7 +241,8 @@ def _stored(em: FunctionEmitter, value: Value) -> ir.Value:
 
 def _lower_store(em: FunctionEmitter, inst: Instruction) -> None:
     value, array, *indices = inst.operands
-    em.builder.store(_stored(em, value), em.element_address(inst, array, list(indices)))
+    stored = _stored(em, value)
+    em.arena_scopes.tag(em.builder.store(stored, em.element_address(inst, array, list(indices))), array)
 
 
 def _lower_atomic_add(em: FunctionEmitter, inst: Instruction) -> None:
@@ -251,7 +253,8 @@ def _lower_atomic_add(em: FunctionEmitter, inst: Instruction) -> None:
     element = storage_type(array.type.element)  # type: ignore[attr-defined]
     old = b.load(address, typ=element)
     add = b.fadd(old, em.operand(value)) if value.type.is_float else b.add(old, em.operand(value))
-    b.store(add, address)
+    em.arena_scopes.tag(old, array)
+    em.arena_scopes.tag(b.store(add, address), array)
 
 
 def _lower_dim(em: FunctionEmitter, inst: Instruction) -> ir.Value:
