@@ -16,8 +16,9 @@ Semantics are those of `ssa/semantics.py`: Python floor division and modulo, int
 invalid shifts and conversions raise, `fmin`/`fmax` are Python's `min`/`max`, `pow(x, 2.0)` and
 `pow(x, 3.0)` are products, f32 transcendental functions are evaluated in f64 and rounded once (as the
 interpreter does; `sqrt fabs floor ceil` are exact in f32). Floating-point code gets no fast-math flags
-unless `CodegenOptions.fastmath` names some (the kernel's `fastmath=`). Bounds checks are emitted in checked mode only; the other
-checks always (they cost a compare, and without them the hardware traps or the result is undefined).
+unless `CodegenOptions.fastmath` names some (the kernel's `fastmath=`). Bounds checks are emitted in
+checked mode only; the other checks always (they cost a compare, and without them the hardware traps or
+the result is undefined).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from collections.abc import Callable
 
 from llvmlite import ir
 
+from isozyme.codegen.llvm_arena_cache import is_arena
 from isozyme.codegen.llvm_function import FunctionEmitter, Lowering
 from isozyme.codegen.llvm_types import F32, F64, I1, I8, I64, POINTER, element_size, register_type, storage_type
 from isozyme.ssa.ir import Constant, Instruction, Value
@@ -313,7 +315,10 @@ def _allocate_local(em: FunctionEmitter, inst: Instruction, alloc: Instruction, 
     element = alloc.type.element  # type: ignore[attr-defined]
     size, overflow = _byte_size(em, element, extents)
     total = b.add(size, ir.Constant(I64, _ALLOC_HEADER))
-    if "zeroed" in alloc.flags:
+    arena = is_arena(alloc)  # its block is kept between calls, not chained (`llvm_arena_cache.py`)
+    if arena:
+        block = em.arena_cache.take(b, total)
+    elif "zeroed" in alloc.flags:
         calloc = em.module.declare("calloc", ir.FunctionType(POINTER, [I64, I64]))
         block = b.call(calloc, [ir.Constant(I64, 1), total])
     else:
@@ -321,8 +326,9 @@ def _allocate_local(em: FunctionEmitter, inst: Instruction, alloc: Instruction, 
     allocated = b.and_(b.not_(overflow), b.icmp_unsigned("!=", block, ir.Constant(POINTER, None)))
     em.check(allocated, inst, "out-of-memory", extents, **_allocation_details(alloc, extents))
     assert em.alloc_head is not None
-    b.store(b.load(em.alloc_head, typ=POINTER), b.bitcast(block, ir.PointerType(POINTER)))
-    b.store(block, em.alloc_head)
+    if not arena:
+        b.store(b.load(em.alloc_head, typ=POINTER), b.bitcast(block, ir.PointerType(POINTER)))
+        b.store(block, em.alloc_head)
     return b.bitcast(b.gep(block, [ir.Constant(I64, _ALLOC_HEADER)], inbounds=True, source_etype=I8),
                      ir.PointerType(storage_type(element)))
 
