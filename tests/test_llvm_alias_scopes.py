@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import re
 
-import numpy as np
-
 import isozyme as iz
 from isozyme.codegen.abi import CodegenOptions
 from isozyme.codegen.llvm import emit_llvm

@@ -19,7 +19,6 @@ from dataclasses import replace
 import numpy as np
 
 import isozyme as iz
-
 from benchmarks.suite import Benchmark, Primal, load_example
 
 _example = load_example("gmm")
