@@ -163,7 +163,8 @@ def test_lstm_gradient_matches_adbench(lstm_test_args: tuple, opt: str) -> None:
 # --- every benchmark against its numpy reference --------------------------------------------------------------
 
 SMALL = {
-    "norm": {"n": 7}, "relu3": {"n": 12}, "gmm": {"d": 3, "K": 4, "n": 6}, "lstm": {"l": 2, "c": 6, "b": 5},
+    "norm": {"n": 7}, "relu3": {"n": 12}, "gmm": {"d": 3, "K": 4, "n": 6}, "gmm_reassoc": {"d": 3, "K": 4, "n": 6},
+    "lstm": {"l": 2, "c": 6, "b": 5},
     "ode_euler": {"iters": 25, "n": 3}, "ode_rk4": {"iters": 25, "n": 3}, "fft": {"n": 16},
     "brusselator": {"N": 6, "jitter": 0.1}, "mlp": {"width": 5, "steps": 7, "batch": 3},
     "ba_sumsq": {"n": 3, "m": 4, "p": 5, "jitter": 0.05},

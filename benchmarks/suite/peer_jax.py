@@ -229,6 +229,7 @@ PEERS: dict[str, JaxPeer] = {
     "norm": JaxPeer(gradient_of(norm_loss, 1), lambda args, seeds: (args[1], seeds[0]), (1,)),
     "relu3": JaxPeer(gradient_of(relu3_loss, 1), lambda args, seeds: (args[0],), (0,)),
     "gmm": JaxPeer(gradient_of(gmm_loss, 3), lambda args, seeds: args, (0, 1, 2)),
+    "gmm_reassoc": JaxPeer(gradient_of(gmm_loss, 3), lambda args, seeds: args, (0, 1, 2)),
     "ba": JaxPeer(ba_jacobian, lambda args, seeds: args[:5], ("cams", "X", "w", "w_err")),
     "ba_sumsq": JaxPeer(gradient_of(ba_sum_of_squares_loss, 3), lambda args, seeds: args[:5], (0, 1, 2)),
     "lstm": JaxPeer(gradient_of(lstm_loss, 2), lambda args, seeds: args, (0, 1)),

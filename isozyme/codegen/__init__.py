@@ -16,9 +16,11 @@ that layer, which import each other not at all; each module imports only modules
   `opencl_loop_kernels`: a parallel loop as the body of one iteration and its NDRange kernel
 - `llvm_function`: `FunctionEmitter`: the walk over one function's blocks; checks, element addresses
   `opencl_serial`: the entry function as the serial kernel, which yields to the host
-- `llvm_module`: `ModuleEmitter`: the LLVM module, its declarations and shared helpers
+- `llvm_arena_cache`: the arena's block, kept between calls
   `opencl_lowerings`: `LOWERINGS`: how each op becomes C-style source
+- `llvm_module`: `ModuleEmitter`: the LLVM module, its declarations and shared helpers
 - `llvm_types`: the LLVM types of SSA values
+  `llvm_alias_scopes`: alias scopes that tell the arena's slots apart
   `opencl_function`: `FunctionRenderer`: the walk over one function after out-of-SSA
   `opencl_control`: what the host and the kernels agree on: control buffer words, requests, alloc sites
 - `opencl_language`: C and OpenCL C details as class attributes (`CRenderer`, `OpenCLRenderer`)

@@ -22,8 +22,10 @@ class CodegenError(Exception):
 class CodegenOptions:
     boundscheck: bool = False
     """Check every array index (IndexError instead of undefined behaviour)."""
-    fastmath: bool = False
-    """Put LLVM's `fast` flags on float arithmetic (reassociation: results change in the last bits)."""
+    fastmath: tuple[str, ...] = ()
+    """LLVM fast-math flags put on float arithmetic (`fadd fsub fmul fdiv`), sorted names from
+    `FASTMATH_FLAGS` (`fastmath_flags` checks them); () is IEEE-strict, the default. `("reassoc",)` lets LLVM
+    reorder sums and products, so that float reductions vectorize: results change in the last bits."""
     loop_fusion: bool = True
     """Run loop fusion after AD (`ISOZYME_LOOP_FUSION=0` turns it off, to measure what it brings)."""
     threads: bool = True
@@ -33,6 +35,24 @@ class CodegenOptions:
 
 MAX_TASKS = 256
 """LLVM: the most tasks one `prange` loop is split into (`codegen/llvm_parallel.py`)."""
+
+FASTMATH_FLAGS = ("reassoc", "contract", "nsz", "arcp", "afn", "nnan", "ninf", "fast")
+"""LLVM's fast-math flags (LangRef, "Fast-Math Flags"); "fast" is all of them."""
+
+
+def fastmath_flags(flags: object) -> tuple[str, ...]:
+    """The `fastmath=` of `@iz.kernel` as `CodegenOptions.fastmath`: a flag name or a sequence of them from
+    `FASTMATH_FLAGS`, sorted and without repeats (so that one choice has one cache key); `True` is ("fast",),
+    `False` and `None` are (). Any other name is a ValueError naming it."""
+    if flags is None or flags is False:
+        return ()
+    if flags is True:
+        return ("fast",)
+    names = (flags,) if isinstance(flags, str) else tuple(flags)  # type: ignore[arg-type]
+    unknown = [name for name in names if name not in FASTMATH_FLAGS]
+    if unknown:
+        raise ValueError(f"unknown fast-math flag {unknown[0]!r} (known: {', '.join(FASTMATH_FLAGS)})")
+    return tuple(sorted(set(names)))
 
 ARRAY_OBJECT = {"type": 8, "data": 16, "ndim": 24, "shape": 32, "descr": 56, "flags": 64}
 """Byte offsets of the fields of numpy's `PyArrayObject_fields` on a 64-bit CPython (after the 16-byte

@@ -19,6 +19,8 @@ from llvmlite import ir
 
 from isozyme.codegen.abi import CodegenError
 from isozyme.codegen.error_sites import ErrorSite, register_site
+from isozyme.codegen.llvm_alias_scopes import ArenaScopes
+from isozyme.codegen.llvm_arena_cache import ArenaCache
 from isozyme.codegen.llvm_module import ModuleEmitter
 from isozyme.codegen.llvm_types import F32, F64, I1, I64, POINTER, flat_parameter_types, register_type, storage_type
 from isozyme.ssa.cfg import reverse_post_order
@@ -40,7 +42,9 @@ class FunctionEmitter:
         self.lowerings = lowerings
         self.llvm_fn = llvm_fn or module.functions[function]
         self.record = self.llvm_fn.args[-1]
-        self.fmf = ("fast",) if module.options.fastmath else ()
+        self.fmf = module.options.fastmath
+        self.arena_scopes = ArenaScopes(module.llvm, function, module.symbol(function))
+        """Alias scopes that tell the arena's slots apart (`llvm_alias_scopes.py`): `tag` each access."""
         self.values: dict[Value, ir.Value] = {}
         self.blocks: dict[Block, ir.Block] = {}
         self.exits: dict[Block, ir.Block] = {}
@@ -50,6 +54,8 @@ class FunctionEmitter:
         self._error_exit: ir.Block | None = None
         self.prologue = self.llvm_fn.append_basic_block("prologue")
         self.builder = ir.IRBuilder(self.prologue)
+        self.arena_cache = ArenaCache(module, module.symbol(function), self.prologue)
+        """The arena's block, kept between calls (`llvm_arena_cache.py`): taken by its alloc, released at exit."""
         self.emitting: ir.Block = self.prologue
         """The LLVM block of the SSA block being emitted (its checks continue in blocks named after it)."""
         self.outlined: dict[Block, tuple[set[Block], Callable[[], None]]] = {}
@@ -187,6 +193,7 @@ class FunctionEmitter:
         return b.sext(value, I64) if value.type.width < 64 else value
 
     def free_local_arrays(self) -> None:
+        self.arena_cache.release(self.builder)
         if self.alloc_head is not None:
             self.builder.call(self.module.free_chain(), [self.builder.load(self.alloc_head, typ=POINTER)])
 

@@ -16,8 +16,9 @@ Semantics are those of `ssa/semantics.py`: Python floor division and modulo, int
 invalid shifts and conversions raise, `fmin`/`fmax` are Python's `min`/`max`, `pow(x, 2.0)` and
 `pow(x, 3.0)` are products, f32 transcendental functions are evaluated in f64 and rounded once (as the
 interpreter does; `sqrt fabs floor ceil` are exact in f32). Floating-point code gets no fast-math flags
-unless `CodegenOptions.fastmath` asks for them. Bounds checks are emitted in checked mode only; the other
-checks always (they cost a compare, and without them the hardware traps or the result is undefined).
+unless `CodegenOptions.fastmath` names some (the kernel's `fastmath=`). Bounds checks are emitted in
+checked mode only; the other checks always (they cost a compare, and without them the hardware traps or
+the result is undefined).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from collections.abc import Callable
 
 from llvmlite import ir
 
+from isozyme.codegen.llvm_arena_cache import is_arena
 from isozyme.codegen.llvm_function import FunctionEmitter, Lowering
 from isozyme.codegen.llvm_types import F32, F64, I1, I8, I64, POINTER, element_size, register_type, storage_type
 from isozyme.ssa.ir import Constant, Instruction, Value
@@ -230,6 +232,7 @@ def _lower_load(em: FunctionEmitter, inst: Instruction) -> ir.Value:
     array, *indices = inst.operands
     element = array.type.element  # type: ignore[attr-defined]
     value = em.builder.load(em.element_address(inst, array, list(indices)), typ=storage_type(element))
+    em.arena_scopes.tag(value, array)
     return em.builder.icmp_unsigned("!=", value, ir.Constant(I8, 0)) if element.is_bool else value
 
 
@@ -240,7 +243,8 @@ def _stored(em: FunctionEmitter, value: Value) -> ir.Value:
 
 def _lower_store(em: FunctionEmitter, inst: Instruction) -> None:
     value, array, *indices = inst.operands
-    em.builder.store(_stored(em, value), em.element_address(inst, array, list(indices)))
+    stored = _stored(em, value)
+    em.arena_scopes.tag(em.builder.store(stored, em.element_address(inst, array, list(indices))), array)
 
 
 def _lower_atomic_add(em: FunctionEmitter, inst: Instruction) -> None:
@@ -251,7 +255,8 @@ def _lower_atomic_add(em: FunctionEmitter, inst: Instruction) -> None:
     element = storage_type(array.type.element)  # type: ignore[attr-defined]
     old = b.load(address, typ=element)
     add = b.fadd(old, em.operand(value)) if value.type.is_float else b.add(old, em.operand(value))
-    b.store(add, address)
+    em.arena_scopes.tag(old, array)
+    em.arena_scopes.tag(b.store(add, address), array)
 
 
 def _lower_dim(em: FunctionEmitter, inst: Instruction) -> ir.Value:
@@ -312,7 +317,10 @@ def allocate_local(em: FunctionEmitter, inst: Instruction, alloc: Instruction, e
     element = alloc.type.element  # type: ignore[attr-defined]
     size, overflow = _byte_size(em, element, extents)
     total = b.add(size, ir.Constant(I64, _ALLOC_HEADER))
-    if zeroed or "zeroed" in alloc.flags:
+    arena = is_arena(alloc)  # its block is kept between calls, not chained (`llvm_arena_cache.py`)
+    if arena:
+        block = em.arena_cache.take(b, total)
+    elif zeroed or "zeroed" in alloc.flags:
         calloc = em.module.declare("calloc", ir.FunctionType(POINTER, [I64, I64]))
         block = b.call(calloc, [ir.Constant(I64, 1), total])
     else:
@@ -320,8 +328,9 @@ def allocate_local(em: FunctionEmitter, inst: Instruction, alloc: Instruction, e
     allocated = b.and_(b.not_(overflow), b.icmp_unsigned("!=", block, ir.Constant(POINTER, None)))
     em.check(allocated, inst, "out-of-memory", extents, **_allocation_details(alloc, extents))
     assert em.alloc_head is not None
-    b.store(b.load(em.alloc_head, typ=POINTER), b.bitcast(block, ir.PointerType(POINTER)))
-    b.store(block, em.alloc_head)
+    if not arena:
+        b.store(b.load(em.alloc_head, typ=POINTER), b.bitcast(block, ir.PointerType(POINTER)))
+        b.store(block, em.alloc_head)
     return b.bitcast(b.gep(block, [ir.Constant(I64, _ALLOC_HEADER)], inbounds=True, source_etype=I8),
                      ir.PointerType(storage_type(element)))
 

@@ -41,7 +41,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from isozyme.codegen.abi import CodegenOptions
+from isozyme.codegen.abi import CodegenOptions, fastmath_flags
 from isozyme.enzyme_ad.activity import ArgActivity
 from isozyme.enzyme_ad.custom import differentiated_activities
 from isozyme.enzyme_ad.forward import forward_parameters
@@ -84,10 +84,12 @@ class Kernel:
     """A compiled-on-demand kernel; see the module docstring. `py_func` is the undecorated function."""
 
     def __init__(self, py_func: Callable, backend: str | None = None, boundscheck: bool | None = None,
-                 inline: bool = True) -> None:
+                 inline: bool = True, fastmath: object = ()) -> None:
         if backend is not None and backend not in BACKENDS:
             raise ValueError(f"unknown backend {backend!r} (known: {', '.join(BACKENDS)})")
         self.py_func = py_func
+        self.fastmath = fastmath_flags(fastmath)
+        """The LLVM fast-math flags of the code compiled for this kernel (`kernel`'s `fastmath=`)."""
         self.definition = KernelDefinition(py_func, {"backend": backend, "boundscheck": boundscheck,
                                                      "inline": inline})
         self.__isozyme_definition__ = self.definition
@@ -188,7 +190,8 @@ class Kernel:
         return module, function
 
     def codegen_options(self) -> CodegenOptions:
-        return CodegenOptions(boundscheck=self.boundscheck(), loop_fusion=fusion_enabled())
+        return CodegenOptions(boundscheck=self.boundscheck(), fastmath=self.fastmath,
+                              loop_fusion=fusion_enabled())
 
     def compile(self, backend: str | None = None, opt: str = DEFAULT_PIPELINE) -> CompiledKernel:
         """The kernel compiled for `backend` with pipeline `opt` (cached)."""
@@ -277,14 +280,19 @@ def print_ir_request() -> set[str]:
 
 
 def kernel(function: Callable | None = None, *, backend: str | None = None, boundscheck: bool | None = None,
-           inline: bool = True) -> Kernel | Callable[[Callable], Kernel]:
+           inline: bool = True, fastmath: object = ()) -> Kernel | Callable[[Callable], Kernel]:
     """Decorate a Python function as a kernel: `@iz.kernel` or `@iz.kernel(backend="interp")`.
     `inline=False`: calls of this kernel are never inlined, by the optimizer or by reverse mode (which
     differentiates them in split mode, enzyme_ad/custom.py). `boundscheck=True`: checked mode (module
-    docstring), for this kernel's own accesses wherever it is called from and for all the code it calls."""
+    docstring), for this kernel's own accesses wherever it is called from and for all the code it calls.
+    `fastmath=("reassoc",)` (off by default: IEEE-strict): LLVM fast-math flags on the float arithmetic of
+    all the code compiled for this kernel, its primal and derivatives and the kernels they call (names in
+    `codegen/abi.FASTMATH_FLAGS`; `True` is "fast"). "reassoc" lets LLVM reorder sums, so that reductions
+    vectorize: results, derivatives included, change in the last bits. The `llvm` backend only; isozyme's
+    own passes stay exact."""
     if function is not None:
-        return Kernel(function, backend, boundscheck, inline)
-    return lambda f: Kernel(f, backend, boundscheck, inline)
+        return Kernel(function, backend, boundscheck, inline, fastmath)
+    return lambda f: Kernel(f, backend, boundscheck, inline, fastmath)
 
 
 # --- custom derivatives --------------------------------------------------------------------------------------
