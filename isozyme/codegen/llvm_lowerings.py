@@ -359,13 +359,17 @@ def _lower_view(em: FunctionEmitter, inst: Instruction) -> ir.Value:
 
 
 def _lower_grow(em: FunctionEmitter, inst: Instruction) -> None:
-    """`grow %t, %n`: when n exceeds the capacity, a new chained block of max(n, 2 * capacity) elements
-    takes a copy of the old ones and replaces the old block in %t's descriptor. The old block stays in the
-    chain until the exit, so a grow frees nothing (the blocks sum to less than twice the last one plus the
-    first). A capacity of 2**62 or more would wrap when doubled: n, which exceeds it, is taken instead."""
+    """`grow %t, %n`: when n exceeds the capacity, %t's block is reallocated to max(n, 2 * capacity)
+    elements and replaces the old one in %t's descriptor and in the chain of local arrays (the link that
+    pointed at the old block, found before the realloc, points at the new one). A realloc keeps the pages
+    already written (glibc moves a large block with mremap, without a copy), so a tape that grows to m
+    elements touches m elements' memory, not the sum of every block it outgrew. A failed realloc leaves the
+    old block in the chain, freed at the exit. A capacity of 2**62 or more would wrap when doubled: n, which
+    exceeds it, is taken instead."""
     b = em.builder
     alloc, count = inst.operands
     assert isinstance(alloc, Instruction)
+    element = alloc.type.element  # type: ignore[attr-defined]
     old = em.operand(alloc)
     data, capacity = b.extract_value(old, 0), b.extract_value(old, 1)
     wanted = em.operand(count)
@@ -375,13 +379,42 @@ def _lower_grow(em: FunctionEmitter, inst: Instruction) -> None:
     b.position_at_end(grow)
     doubled = b.shl(capacity, ir.Constant(I64, 1))
     new_capacity = b.select(b.icmp_signed(">", wanted, doubled), wanted, doubled)
-    new_data = allocate_local(em, inst, alloc, [new_capacity])
-    copied = b.mul(capacity, ir.Constant(I64, element_size(alloc.type.element)))  # type: ignore[attr-defined]
-    memcpy = em.module.declare("llvm.memcpy.p0i8.p0i8.i64", ir.FunctionType(ir.VoidType(), [POINTER, POINTER, I64, I1]))
-    b.call(memcpy, [b.bitcast(new_data, POINTER), b.bitcast(data, POINTER), copied, ir.Constant(I1, 0)])
+    old_block = b.gep(b.bitcast(data, POINTER), [ir.Constant(I64, -_ALLOC_HEADER)], inbounds=True, source_etype=I8)
+    link = _chain_link_to(em, old_block)
+    size, overflow = _byte_size(em, element, [new_capacity])
+    realloc = em.module.declare("realloc", ir.FunctionType(POINTER, [POINTER, I64]))
+    block = b.call(realloc, [old_block, b.add(size, ir.Constant(I64, _ALLOC_HEADER))])
+    allocated = b.and_(b.not_(overflow), b.icmp_unsigned("!=", block, ir.Constant(POINTER, None)))
+    em.check(allocated, inst, "out-of-memory", [new_capacity], **_allocation_details(alloc, [new_capacity]))
+    b.store(block, link)
+    new_data = b.bitcast(b.gep(block, [ir.Constant(I64, _ALLOC_HEADER)], inbounds=True, source_etype=I8),
+                         ir.PointerType(storage_type(element)))
+    if "zeroed" in alloc.flags:  # calloc zeroed the old block; the realloc leaves the new elements undefined
+        memset = em.module.declare("llvm.memset.p0i8.i64", ir.FunctionType(ir.VoidType(), [POINTER, I8, I64, I1]))
+        tail = b.bitcast(b.gep(new_data, [capacity], inbounds=True, source_etype=storage_type(element)), POINTER)
+        kept = b.mul(capacity, ir.Constant(I64, element_size(element)))
+        b.call(memset, [tail, ir.Constant(I8, 0), b.sub(size, kept), ir.Constant(I1, 0)])
     b.store(em.make_array(alloc.type, [new_data, new_capacity]), em.descriptors[alloc])  # type: ignore[arg-type]
     b.branch(done)
     b.position_at_end(done)
+
+
+def _chain_link_to(em: FunctionEmitter, block: ir.Value) -> ir.Value:
+    """The slot that holds `block` in the chain of local arrays: the chain's head, or the header of the block
+    allocated after it (the chain runs newest first; `block` is in it, as its alloc put it there)."""
+    b = em.builder
+    assert em.alloc_head is not None
+    entry = b.block
+    walk, found = em.llvm_fn.append_basic_block("grow.find"), em.llvm_fn.append_basic_block("grow.found")
+    b.branch(walk)
+    b.position_at_end(walk)
+    slot = b.phi(ir.PointerType(POINTER))
+    slot.add_incoming(em.alloc_head, entry)
+    held = b.load(slot, typ=POINTER)
+    slot.add_incoming(b.bitcast(held, ir.PointerType(POINTER)), walk)
+    b.cbranch(b.icmp_unsigned("==", held, block), found, walk)
+    b.position_at_end(found)
+    return slot
 
 
 def _lower_call(em: FunctionEmitter, inst: Instruction) -> ir.Value | None:
