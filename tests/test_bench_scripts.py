@@ -231,3 +231,31 @@ def test_threads_runs_and_fails_on_a_wrong_result(tmp_path: Path, monkeypatch: p
     report = json.loads(output.read_text())
     assert report["passed"] is False and report["rows"][0]["check"]["passed"] is False
     assert all(row["check"]["passed"] for row in report["rows"][1:])
+
+
+# --- gmm_cpu.py ------------------------------------------------------------------------------------------------
+
+def test_gmm_cpu_runs_and_fails_on_a_wrong_gradient(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import gmm_cpu
+
+    output = tmp_path / "gmm_cpu.json"
+    tiny = ["--sizes", "3x4", "--n", "40", "--repeats", "2", "--json", str(output)]
+    assert gmm_cpu.main(tiny) == 0
+    assert json.loads(output.read_text())["passed"] is True
+    variants = gmm_cpu.variants
+
+    def one_wrong(d: int, K: int, n: int) -> tuple:
+        args, table = variants(d, K, n)
+        call, tolerance = table["isozyme prange"]
+        calls = [0]
+
+        def sometimes_wrong() -> tuple:
+            calls[0] += 1
+            alphas, means, icf = call()
+            return (alphas + 1e-6, means, icf) if calls[0] == 2 else (alphas, means, icf)
+        table["isozyme prange"] = (sometimes_wrong, tolerance)
+        return args, table
+    monkeypatch.setattr(gmm_cpu, "variants", one_wrong)
+    assert gmm_cpu.main(tiny) == 1
+    row = json.loads(output.read_text())["rows"][0]
+    assert row["check"]["variants"]["isozyme prange"] is False and row["check"]["variants"]["isozyme"] is True

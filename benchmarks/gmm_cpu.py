@@ -1,0 +1,128 @@
+"""The GMM gradient on the CPU against JAX, side by side in one run (issue 25, item 2).
+
+    python benchmarks/gmm_cpu.py [--sizes 10x25,64x100] [--n 1000] [--repeats 9] [--json FILE]
+
+ADBench's GMM objective, the gradient with respect to alphas, means and icf, f64, at
+d x K with n points. Variants, interleaved (call k of each, then call k + 1), medians of `--repeats` calls
+after a warm-up call that compiles (half as many at d=64):
+
+- `isozyme`: `examples/gmm.py`'s kernel (`range` over the points), strict IEEE;
+- `isozyme reassoc`: the same kernel with `fastmath=("reassoc",)` (LLVM may reorder its sums, as XLA does);
+- `isozyme prange`: the objective with a `prange` over the points (`benchmarks/opencl_gpu.py`), on the
+  thread pool (`iz.get_num_threads()` threads: the CPUs this process may use);
+- `isozyme prange reassoc`: both;
+- `jax`: ADBench's JAX formulation, `jax.jit(jax.grad(...))` (`benchmarks/suite/peer_jax.py`), when JAX is
+  installed (it uses the same CPUs; run under `taskset` to compare on fewer).
+
+Checks: every result of every call, the warm-up's included, against the first result of `isozyme`
+(max-norm relative: 1e-12 for the strict variants, 1e-9 for reassoc and JAX, whose sums are in another
+order); a mismatch marks the row MISMATCH and the script exits with status 1 after printing and writing
+everything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "benchmarks"), str(ROOT / "examples"), str(ROOT)]
+
+import isozyme as iz  # noqa: E402
+
+STRICT, REORDERED = 1e-12, 1e-9
+
+
+def variants(d: int, K: int, n: int) -> tuple[tuple, dict[str, tuple[Callable[[], tuple], float]]]:
+    """The arguments and, per variant, its call (the gradients in alphas, means, icf) and tolerance."""
+    from gmm import gmm_objective  # examples/gmm.py
+    from opencl_gpu import gmm_prange
+    from suite.gmm import make_args
+
+    args = make_args(d, K, n)
+    table: dict[str, tuple[Callable[[], tuple], float]] = {}
+    for name, kernel, tolerance in (
+            ("isozyme", gmm_objective, STRICT),
+            ("isozyme reassoc", iz.kernel(fastmath=("reassoc",))(gmm_objective.py_func), REORDERED),
+            ("isozyme prange", gmm_prange, STRICT),
+            ("isozyme prange reassoc", iz.kernel(fastmath=("reassoc",))(gmm_prange.py_func), REORDERED)):
+        gradient = iz.grad(kernel, argnums=(0, 1, 2))
+        table[name] = ((lambda gradient=gradient: tuple(gradient(*args))), tolerance)
+    try:
+        from suite import peer_jax
+    except ImportError:
+        return args, table
+    call = peer_jax.prepare("gmm", args, {})
+    if call is not None:
+        table["jax"] = ((lambda: tuple(peer_jax.results("gmm", call()).values())), REORDERED)
+    return args, table
+
+
+def relative_error(got: tuple, want: tuple) -> float:
+    worst = 0.0
+    for a, b in zip(got, want, strict=True):
+        a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+        worst = max(worst, float(np.max(np.abs(a - b))) / max(float(np.max(np.abs(b))), 1e-300))
+    return worst
+
+
+def measure(d: int, K: int, n: int, repeats: int) -> dict[str, object]:
+    _, table = variants(d, K, n)
+    times: dict[str, list[float]] = {name: [] for name in table}
+    results: dict[str, list[tuple]] = {name: [] for name in table}
+    for index in range(repeats + 1):
+        for name, (call, _) in table.items():
+            start = time.perf_counter()
+            returned = call()
+            elapsed = time.perf_counter() - start
+            results[name].append(returned)
+            if index:
+                times[name].append(elapsed)
+    reference = results["isozyme"][0]
+    errors = {name: max(relative_error(r, reference) for r in calls) for name, calls in results.items()}
+    passed = {name: bool(errors[name] <= table[name][1]) for name in table}
+    seconds = {name: statistics.median(values) for name, values in times.items()}
+    row: dict[str, object] = {"row": f"d={d} K={K} n={n}", "seconds": seconds, "relative_errors": errors,
+                              "check": {"passed": all(passed.values()), "variants": passed}}
+    if "jax" in seconds:
+        row["vs_jax"] = {name: seconds["jax"] / value for name, value in seconds.items() if name != "jax"}
+    return row
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="10x25,64x100", help="comma-separated dxK")
+    parser.add_argument("--n", type=int, default=1000)
+    parser.add_argument("--repeats", type=int, default=9)
+    parser.add_argument("--json", metavar="FILE")
+    options = parser.parse_args(argv)
+    rows = []
+    for size in options.sizes.split(","):
+        d, K = map(int, size.split("x"))
+        repeats = options.repeats if d * K < 1000 else max(options.repeats // 2, 2)
+        rows.append(measure(d, K, options.n, repeats))
+        row = rows[-1]
+        ratios = row.get("vs_jax", {})
+        cells = "  ".join(f"{name} {seconds * 1e3:8.3f} ms" + (f" ({ratios[name]:.2f}x jax)" if name in ratios else "")
+                          for name, seconds in row["seconds"].items())
+        print(f"{row['row']:<20} {cells}" + ("" if row["check"]["passed"] else "  MISMATCH"))
+    passed = all(row["check"]["passed"] for row in rows)
+    if options.json:
+        report = {"threads": iz.get_num_threads(), "cpus": len(os.sched_getaffinity(0)),
+                  "machine": platform.machine(), "processor": platform.processor(),
+                  "python": platform.python_version(), "passed": passed, "rows": rows}
+        Path(options.json).write_text(json.dumps(report, indent=1))
+    return 0 if passed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
