@@ -767,10 +767,11 @@ def test_llvm_makes_one_malloc_per_call_for_placed_arrays() -> None:
     """diffe_heat's three local arrays (prev, its zeroed shadow and the tape) are three blocks unplaced, one
     arena placed; the runtime's `llvm_ir` (and `_compile`) place them."""
     function = example_gradient("heat", "heat", ("dup", "active", "const"))
-    unplaced = emit_llvm(function.module, function, CodegenOptions(), "iz_").ir_text  # type: ignore[arg-type]
+    serial = CodegenOptions(threads=False)  # on the thread pool, each task has its own copy of the shadow
+    unplaced = emit_llvm(function.module, function, serial, "iz_").ir_text  # type: ignore[arg-type]
     allocations = re.compile(r'call i8\* @"(malloc|calloc)"')
     assert sorted(allocations.findall(unplaced)) == ["calloc", "malloc", "malloc"]
-    emitted = llvm_ir(function.module, function, CodegenOptions(), False)  # type: ignore[arg-type]
+    emitted = llvm_ir(function.module, function, serial, False)  # type: ignore[arg-type]
     assert allocations.findall(emitted) == ["malloc"] and "llvm.memset" in emitted
 
 
@@ -796,13 +797,25 @@ def autodiff_results(name: str, backend: str) -> tuple[Any, list[np.ndarray]]:
 @pytest.mark.parametrize("name", ["heat", "gmm"])
 @pytest.mark.parametrize("backend", ["llvm", "opencl"])
 def test_backends_keep_the_gradients(name: str, backend: str) -> None:
-    """Compiled (placed) gradients against the interpreter's (unplaced): bit-identical on llvm, to rounding
-    on opencl, whose parallel reductions add in another order."""
+    """Compiled (placed) gradients against the interpreter's (unplaced): bit-identical on llvm with one
+    thread, to rounding on opencl and on llvm's thread pool, whose parallel reductions add in another
+    order."""
     if backend == "opencl" and _opencl_missing():
         pytest.skip(_opencl_missing())
     (result, adjoints), arrays = autodiff_results(name, "interp")
-    (got_result, got_adjoints), got_arrays = autodiff_results(name, backend)
-    rtol = 0.0 if backend == "llvm" else 1e-12
+    threads = iz.get_num_threads()
+    for count in ((1, 4) if backend == "llvm" else (threads,)):
+        iz.set_num_threads(count)
+        try:
+            compiled = autodiff_results(name, backend)
+        finally:
+            iz.set_num_threads(threads)
+        check_same_gradients(compiled, (result, adjoints), arrays, 0.0 if backend == "llvm" and count == 1 else 1e-12)
+
+
+def check_same_gradients(got: tuple, expected: tuple, arrays: list[np.ndarray], rtol: float) -> None:
+    (got_result, got_adjoints), got_arrays = got
+    result, adjoints = expected
     assert np.allclose(got_result, result, rtol=rtol, atol=0.0)
     assert np.allclose(got_adjoints, adjoints, rtol=rtol, atol=1e-15 if rtol else 0.0)
     for expected, got in zip(arrays, got_arrays, strict=True):

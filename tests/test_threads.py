@@ -81,6 +81,24 @@ def test_exact_sums_equal_the_serial_function_for_every_thread_count():
         np.testing.assert_array_equal(out, expected_out)
 
 
+def continued_sum(x: Array[f64], start: f64) -> f64:
+    total = start * start  # the loop starts from a value of its own
+    for i in iz.prange(len(x)):
+        total += x[i] * x[i]
+    return total
+
+
+def test_one_thread_is_the_serial_loop_bit_for_bit():
+    kernel = iz.kernel(continued_sum)
+    x = np.random.default_rng(9).standard_normal(5000) * 1e3
+    expected = continued_sum(x, 0.3)
+    assert with_threads(1, lambda: kernel(x, 0.3)) == expected
+    d_x, d_start = iz.grad(iz.kernel(continued_sum, backend="interp"), argnums=(0, 1))(x, 0.3)
+    got_x, got_start = with_threads(1, lambda: iz.grad(kernel, argnums=(0, 1))(x, 0.3))
+    np.testing.assert_array_equal(got_x, d_x)
+    assert got_start == d_start
+
+
 def test_float_sums_match_one_thread_and_python():
     kernel = iz.kernel(oscillations)
     x = np.random.default_rng(1).random(3001)
@@ -132,6 +150,8 @@ def test_gradient_of_shared_parameters_matches_the_interpreter(count):
     iz.set_num_threads(count)
     got = iz.grad(compiled, argnums=(0, 1, 2))(w, b, x, y)
     for name, want, have in zip(("w", "b", "x"), expected, got):
+        if count == 1:  # one task is the serial loop, bit for bit
+            np.testing.assert_array_equal(have, want, err_msg=name)
         np.testing.assert_allclose(have, want, rtol=1e-12, atol=1e-13, err_msg=name)
 
 

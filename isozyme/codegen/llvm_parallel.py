@@ -14,9 +14,11 @@ A loop becomes three pieces:
   - the *worker*, `void loop.N(inputs..., i64 lo, i64 hi, ptr partials, ptr record)`: the loop's blocks
     for iterations [lo, hi), in a function of their own (its inputs are the values the loop uses that are
     defined before it; an array argument of the entry kernel stays `noalias`). Each reduction starts at its
-    identity (-0.0, or 0) and the worker writes its sum into `partials` at the end. An `atomic_add` in
-    mode `group` (every index loop-invariant: a parameter that every iteration reads, in the reverse pass)
-    adds into a register, written out with a flag saying that it ran. A local array flagged `private`
+    identity (-0.0, or 0), but in task 0 at the loop's starting value, and the worker writes its sum into
+    `partials` at the end. An `atomic_add` in mode `group` (every index loop-invariant: a parameter that
+    every iteration reads, in the reverse pass) adds into a register, written out with a flag saying that
+    it ran; in task 0 into the element itself (no other task writes that array but through registers or
+    copies: an array with a group add has no element owned by an iteration). A local array flagged `private`
     (a shadow that is zero at the start and end of every iteration) is a zeroed copy per task.
   - the *task*, `void loop.N.task(ptr context, i64 t)`: reads the inputs from the context the dispatch
     filled and calls the worker on chunk t of `tasks` (contiguous, sizes differing by at most one), with
@@ -28,12 +30,14 @@ A loop becomes three pieces:
     cost of an iteration is `iteration_cost`, a constant of the loop), so that a loop of a thousand cheap
     iterations stays on the caller; the pool runs the tasks (`llvm_thread_pool.py`); without a pool (a
     module not attached to one) the one task runs here. Then, in task order: the first failed task's error
-    record becomes this function's failure; reductions are the starting value plus each task's sum; each
-    group add adds each task's sum (if it ran); each copy is added into its array and freed. The header's
+    record becomes this function's failure; a reduction is task 0's sum plus each other task's; each group
+    add adds each other task's sum (if it ran); each copy is added into its array and freed. The header's
     phis after the loop are those sums, the induction variables' final values (`start + trip * step`) and
     the constants.
 
-So a result depends on the thread count (how the sums are grouped), never on timing; with one thread it
+Task 0 does what the serial loop does (its sums start where the loop starts, it adds into the arrays
+themselves), and the other tasks' sums are added after it in order: with one task the result is the
+serial loop's bit for bit. So a result depends on the thread count (how the sums are grouped), never on timing; with one thread it
 is the serial loop's. Errors: a task stops at its first failing iteration; the failure reported is that
 of the first failing task, which is the first failing iteration of the loop (other tasks may have
 written results the serial loop would not have reached).
@@ -197,6 +201,8 @@ def _inputs(plan: ParallelLoop) -> list[Value]:
     for iv in plan.inductions:
         need(iv.start)
         need(iv.step)
+    for reduction in plan.reductions:  # task 0 starts from it
+        need(reduction.phi.incoming_value(loop.entering_blocks[0]))
     return list(found)
 
 
@@ -415,12 +421,11 @@ class _Dispatch:
         """Each task's sums, in task order (module docstring)."""
         em, b, loop = self.em, self.b, self.loop
         words = max(loop.words, 1)
-        entering = loop.plan.loop.entering_blocks[0]
         for r, reduction in enumerate(loop.plan.reductions):
             ty = register_type(reduction.phi.type)
             total = self.entry_builder.alloca(ty, name=f"{reduction.phi.name or 'sum'}.total")
-            b.store(em.operand(reduction.phi.incoming_value(entering)), total)
-            t, _ = self.counted(tasks, "sum")
+            b.store(b.load(word(b, partials, ir.Constant(I64, r), ty), typ=ty), total)  # task 0's, from the start
+            t, _ = self.counted(tasks, "sum", start=1)
             slot = b.add(b.mul(t, ir.Constant(I64, words)), ir.Constant(I64, r))
             b.store(add(b, b.load(total, typ=ty), b.load(word(b, partials, slot, ty), typ=ty)), total)
             self.close()
@@ -429,7 +434,7 @@ class _Dispatch:
         for g, inst in enumerate(loop.group_adds):
             value, array, *indices = inst.operands
             ty = register_type(value.type)
-            t, _ = self.counted(tasks, "group")
+            t, _ = self.counted(tasks, "group", start=1)  # task 0 added into the element itself
             slot = b.add(b.mul(t, ir.Constant(I64, words)), ir.Constant(I64, first_group + 2 * g))
             ran_flag = b.load(word(b, partials, b.add(slot, ir.Constant(I64, 1)), I64), typ=I64)
             adds, skip = self.block("group.add"), self.block("group.next")

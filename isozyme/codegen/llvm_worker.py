@@ -4,7 +4,8 @@ does).
 The worker is the loop's blocks walked by a `FunctionEmitter` into a function of their own, with four
 changes: its inputs are its parameters; the header counts its own iterations from `lo` to `hi` (the SSA
 exit test, which counts to the trip count, is left to LLVM to delete) and leaves to a block that writes the
-partial results; an `atomic_add` in mode `group` adds into a stack slot, which LLVM keeps in a register; a
+partial results; an `atomic_add` in mode `group` adds into a stack slot, which LLVM keeps in a register
+(but in task 0, into the element); a
 local array allocated in the loop (its extents are loop-invariant, the plan checks it) is allocated by the
 first iteration of the task that reaches it, checks included, and reused by the later ones (zeroed again
 when it is `zeroed`): one malloc per task instead of one per iteration. No iteration can see another's
@@ -96,6 +97,8 @@ class WorkerEmitter(FunctionEmitter):
         lo, hi, partials = next(params), next(params), next(params)
         lo.name, hi.name, partials.name = "lo", "hi", "partials"
         self.hi = hi
+        self.first = self.builder.icmp_signed("==", lo, ir.Constant(I64, 0), name="task0")
+        """Is this task 0 (every task has an iteration, and task 0 the first)?"""
         return lo, hi, partials
 
     def _private_copy(self, array: Value) -> None:
@@ -122,8 +125,10 @@ class WorkerEmitter(FunctionEmitter):
         starts: dict[Value, ir.Value] = {}
         for iv in loop.plan.inductions:
             starts[iv.phi] = b.add(self.operand(iv.start), b.mul(lo, self.operand(iv.step)))
-        for reduction in loop.plan.reductions:
-            starts[reduction.phi] = identity(register_type(reduction.phi.type))
+        entering = loop.plan.loop.entering_blocks[0]
+        for reduction in loop.plan.reductions:  # task 0 from the loop's starting value, the others from 0
+            start = self.operand(reduction.phi.incoming_value(entering))
+            starts[reduction.phi] = b.select(self.first, start, identity(start.type))
         for phi, constant in loop.constants.items():
             starts[phi] = self.operand(constant)
         for phi in loop.header.phis:
@@ -155,11 +160,19 @@ def _lower_atomic_add(em: WorkerEmitter, inst: Instruction) -> None:
         return
     b = em.builder
     value, array, *indices = inst.operands
+    direct, held, done = (em.continuation(name) for name in ("group.direct", "group.held", "group.done"))
+    b.cbranch(em.first, direct, held)
+    b.position_at_end(direct)  # task 0: into the element, as the serial loop does
+    LOWERINGS[Op.ATOMIC_ADD](em, inst)
+    b.branch(done)
+    b.position_at_end(held)
     if em.module.options.boundscheck or CHECKED in inst.flags:
         em.element_address(inst, array, list(indices))
     total, ran = slots
     b.store(add(b, b.load(total, typ=total.type.pointee), em.operand(value)), total)
     b.store(ir.Constant(I64, 1), ran)
+    b.branch(done)
+    b.position_at_end(done)
 
 
 def _lower_alloc(em: WorkerEmitter, inst: Instruction) -> ir.Value | None:
