@@ -37,8 +37,8 @@ A loop becomes three pieces:
 
 Task 0 does what the serial loop does (its sums start where the loop starts, it adds into the arrays
 themselves), and the other tasks' sums are added after it in order: with one task the result is the
-serial loop's bit for bit. So a result depends on the thread count (how the sums are grouped), never on timing; with one thread it
-is the serial loop's. Errors: a task stops at its first failing iteration; the failure reported is that
+serial loop's bit for bit. So a result depends on the thread count (how the sums are grouped), never on
+timing. Errors: a task stops at its first failing iteration; the failure reported is that
 of the first failing task, which is the first failing iteration of the loop (other tasks may have
 written results the serial loop would not have reached).
 """
