@@ -32,12 +32,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "benchmarks"), str(ROOT / "examples"), str(ROOT)]
 
 import isozyme as iz  # noqa: E402
+from isozyme.benchmark_checks import relative_error  # noqa: E402
 
 STRICT, REORDERED = 1e-12, 1e-9
 
@@ -65,14 +64,6 @@ def variants(d: int, K: int, n: int) -> tuple[tuple, dict[str, tuple[Callable[[]
     if call is not None:
         table["jax"] = ((lambda: tuple(peer_jax.results("gmm", call()).values())), REORDERED)
     return args, table
-
-
-def relative_error(got: tuple, want: tuple) -> float:
-    worst = 0.0
-    for a, b in zip(got, want, strict=True):
-        a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-        worst = max(worst, float(np.max(np.abs(a - b))) / max(float(np.max(np.abs(b))), 1e-300))
-    return worst
 
 
 def measure(d: int, K: int, n: int, repeats: int) -> dict[str, object]:

@@ -42,6 +42,7 @@ sys.path[:0] = [str(ROOT / "benchmarks"), str(ROOT / "examples"), str(ROOT)]
 
 import isozyme as iz  # noqa: E402
 from isozyme import Array, f64, i64  # noqa: E402
+from isozyme.benchmark_checks import relative_error  # noqa: E402
 
 TOLERANCE = 1e-12
 GMM_TOLERANCE = 1e-10
@@ -87,16 +88,6 @@ def small_range(out: Array[f64], x: Array[f64]) -> f64:
         out[i] = 2.0 * x[i]
         total += x[i]
     return total
-
-
-def relative_error(got: tuple, want: tuple) -> float:
-    """The largest max-norm relative error over the parts of a result (a value, then arrays)."""
-    worst = 0.0
-    for a, b in zip(got, want, strict=True):
-        a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-        scale = max(float(np.max(np.abs(b))), 1e-300)
-        worst = max(worst, float(np.max(np.abs(a - b))) / scale)
-    return worst
 
 
 def interleaved(variants: dict[str, Callable[[], object]], repeats: int, threads: dict[str, int],

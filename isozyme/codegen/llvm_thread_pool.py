@@ -77,6 +77,23 @@ def pool_ir(triple: str = "") -> str:
 
     def at(name: str) -> str:
         return f"getelementptr %State, ptr %s, i32 0, i32 {f[name]}"
+
+    def spin(label: str, before: str, word: str, condition: str, done: str, sleep: str) -> str:
+        """Blocks `label`...: poll the pointer `%word` up to SPIN times (the spin-wait hint between polls)
+        until `condition` (on `%polled.<label>`) holds, then go to `done`; else to `sleep`."""
+        return f"""{label}:
+  %count.{label} = phi i64 [ 0, %{before} ], [ %next.{label}, %{label}.again ]
+  %polled.{label} = load atomic i64, ptr %{word} seq_cst, align 8
+  %ready.{label} = {condition}
+  br i1 %ready.{label}, label %{done}, label %{label}.more
+{label}.more:
+  %more.{label} = icmp slt i64 %count.{label}, {SPIN}
+  br i1 %more.{label}, label %{label}.again, label %{sleep}
+{label}.again:
+  {pause}
+  %next.{label} = add i64 %count.{label}, 1
+  br label %{label}
+"""
     return f"""
 %State = type {{ ptr, i64, i64, {sync}, {sync}, {sync}, i64, i64, ptr, ptr, i64, i64, i64, i64, i64 }}
 
@@ -166,19 +183,7 @@ entry:
 wait:
   %seen = phi i64 [ %first, %entry ], [ %current, %job.locked ]
   br label %spin
-spin:
-  %i = phi i64 [ 0, %wait ], [ %i.next, %spin.again ]
-  %polled = load atomic i64, ptr %generation seq_cst, align 8
-  %posted = icmp ne i64 %polled, %seen
-  br i1 %posted, label %job.lock, label %spin.more
-spin.more:
-  %more = icmp slt i64 %i, {SPIN}
-  br i1 %more, label %spin.again, label %sleep.lock
-spin.again:
-  {pause}
-  %i.next = add i64 %i, 1
-  br label %spin
-sleep.lock:
+{spin("spin", "wait", "generation", "icmp ne i64 %polled.spin, %seen", "job.lock", "sleep.lock")}sleep.lock:
   call i32 @pthread_mutex_lock(ptr %mutex)
   br label %sleep.check
 sleep.check:
@@ -269,19 +274,7 @@ post:
   call i32 @pthread_mutex_unlock(ptr %mutex)
   call void @work(ptr %s, i64 %g, ptr %task, ptr %ctx, i64 %n)
   br label %join.spin
-join.spin:
-  %j = phi i64 [ 0, %post ], [ %j.next, %join.again ]
-  %ended = load atomic i64, ptr %completed seq_cst, align 8
-  %all = icmp sge i64 %ended, %n
-  br i1 %all, label %released, label %join.more
-join.more:
-  %keep = icmp slt i64 %j, {SPIN}
-  br i1 %keep, label %join.again, label %join.lock
-join.again:
-  {pause}
-  %j.next = add i64 %j, 1
-  br label %join.spin
-join.lock:
+{spin("join.spin", "post", "completed", "icmp sge i64 %polled.join.spin, %n", "released", "join.lock")}join.lock:
   call i32 @pthread_mutex_lock(ptr %mutex)
   br label %join
 join:
