@@ -4,7 +4,9 @@
     iz.get_num_threads()
 
 The pool (`codegen/llvm_thread_pool.py`) is compiled through MCJIT when the first module with threaded
-loops is loaded, which then gets the pool's address in its slot (`attach`). Its threads start on the first
+loops is loaded (a warm start of such a kernel from the disk cache therefore loads LLVM, about 50 ms once
+per process), which then gets the pool's address in its slot (`attach`). The engine holding the pool's
+code is never freed, not even by the interpreter's teardown: the pool's threads may still be polling. Its threads start on the first
 loop that runs with more than one task and wait between jobs; compiled code runs without the GIL (ctypes
 releases it), so they run beside Python threads too.
 
@@ -68,6 +70,9 @@ def state() -> int:
 
             module = llvm_jit.optimize(llvm_jit.prepare(pool_ir(llvm.get_process_triple())))
             address = llvm_jit.load_object(llvm_jit.emit_object(module), [INIT_SYMBOL])[INIT_SYMBOL]
+            # The pool's threads run its code until the process ends: its engine must outlive the
+            # interpreter's teardown, which would otherwise free the engine and the code with it.
+            ctypes.pythonapi.Py_IncRef(ctypes.py_object(llvm_jit.host().engine))
             _init = ctypes.CFUNCTYPE(ctypes.c_void_p)(address)
             _state = _init()
             if _threads is None:
