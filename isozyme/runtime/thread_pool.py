@@ -6,9 +6,9 @@
 The pool (`codegen/llvm_thread_pool.py`) is compiled through MCJIT when the first module with threaded
 loops is loaded (a warm start of such a kernel from the disk cache therefore loads LLVM, about 50 ms once
 per process), which then gets the pool's address in its slot (`attach`). The engine holding the pool's
-code is never freed, not even by the interpreter's teardown: the pool's threads may still be polling. Its threads start on the first
-loop that runs with more than one task and wait between jobs; compiled code runs without the GIL (ctypes
-releases it), so they run beside Python threads too.
+code is never freed, not even by the interpreter's teardown: the pool's threads may still be polling.
+Its threads start on the first loop that runs with more than one task and wait between jobs; compiled code
+runs without the GIL (ctypes releases it), so they run beside Python threads too.
 
 The thread count is `ISOZYME_NUM_THREADS` when the pool is made (a positive integer, else a ValueError
 naming the variable), by default the CPUs this process may run on (`os.sched_getaffinity`). A loop is split
