@@ -258,6 +258,7 @@ def _call_in_child(queue):
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="fork")
+@pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")  # threads of peers (JAX) the suite imported
 def test_a_forked_child_gets_a_pool_of_its_own():
     kernel = iz.kernel(oscillations)
     x = np.linspace(0.0, 1.0, 500)
