@@ -8,8 +8,10 @@ partial results; an `atomic_add` in mode `group` adds into a stack slot, which L
 (but in task 0, into the element); a
 local array allocated in the loop (its extents are loop-invariant, the plan checks it) is allocated by the
 first iteration of the task that reaches it, checks included, and reused by the later ones (zeroed again
-when it is `zeroed`): one malloc per task instead of one per iteration. No iteration can see another's
-array (an array is never carried from one iteration to the next: the plan refuses array phis).
+when it is `zeroed`): one malloc per task instead of one per iteration. No execution of the alloc can see
+the array of an earlier one, in an earlier iteration or an earlier round of an inner loop: the frontend
+binds every array variable to one array (a CompileError otherwise), and the plan refuses accesses through
+array phis.
 """
 
 from __future__ import annotations
