@@ -18,6 +18,7 @@ from isozyme.runtime.device_array import DeviceArray, to_device
 from isozyme.runtime.inspection import show_cache, show_ir
 from isozyme.runtime.kernel import Kernel, kernel
 from isozyme.runtime.memory_report import show_memory
+from isozyme.runtime.profiler import profile
 from isozyme.runtime.thread_pool import get_num_threads, set_num_threads
 from isozyme.runtime.version import VERSION
 
@@ -49,6 +50,6 @@ __all__ = [
     "Active", "Array", "CompileError", "Const", "DeviceArray", "DifferentiationError", "Duplicated", "Kernel",
     "acos", "asin", "atan", "atan2", "autodiff", "boolean", "ceil", "cos", "cosh", "empty", "erf", "exp",
     "expm1", "f32", "f64", "fabs", "floor", "fwddiff", "get_num_threads", "grad", "hvp", "i32", "i64", "kernel",
-    "log", "log1p", "pow", "prange", "set_num_threads", "show_cache", "show_ir", "show_memory", "sigmoid", "sin",
-    "sinh", "sqrt", "tan", "tanh", "testing", "to_device", "zeros",
+    "log", "log1p", "pow", "prange", "profile", "set_num_threads", "show_cache", "show_ir", "show_memory",
+    "sigmoid", "sin", "sinh", "sqrt", "tan", "tanh", "testing", "to_device", "zeros",
 ]

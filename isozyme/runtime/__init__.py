@@ -22,6 +22,7 @@ paths that do not need them, and all point down.
 - `native_call`: calling compiled kernels from Python: one generated function per kernel
   `host_identity`: what compiled code depends on besides its IR, described without loading LLVM
   `opencl_counters`: launch, allocation and bytes-moved counters of the `opencl` backend
+  `profiler`: `iz.profile()` (`ISOZYME_PROFILE`): each OpenCL call's launches, copies and times
   `thread_pool`: the thread pool of `prange` loops on `llvm`; `iz.set_num_threads` (`ISOZYME_NUM_THREADS`)
 - `arguments`: checking a kernel's arguments at the call
   `disk_cache`: the on-disk cache of compiled code (`ISOZYME_CACHE_DIR`)
