@@ -27,7 +27,7 @@ REDUCTIONS = 24
 assert ERROR + 1 + PAYLOAD_WORDS <= REDUCTIONS
 HEADER_WORDS = ERROR + 1 + PAYLOAD_WORDS
 """The words the host reads after each run of the serial kernel."""
-DONE, LAUNCH, ALLOC, GROW = 1, 2, 3, 4
+DONE, LAUNCH, ALLOC, GROW, CLEAR = 1, 2, 3, 4, 5
 GROUP_SIZE = 256
 """Work items per group in a kernel with work-group reductions (a power of two)."""
 

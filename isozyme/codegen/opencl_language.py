@@ -5,8 +5,9 @@ A renderer holds what the functions of one program share (the options, the error
 called functions that calls need, whether the device heap is used) and the text of the language: the C
 type of each SSA type (in variables; in memory a boolean is a `uchar`, numpy's byte), exact literals
 (floats as hexadecimal literals) and the prelude's helpers: Python's floor division and modulo, and on
-OpenCL the atomic adds on global memory (`ATOMIC_HELPERS`: `cl_ext_float_atomics` when available, else a
-compare-and-swap loop on the bits). It knows nothing of instructions (`opencl_lowerings.py`).
+OpenCL the atomic adds on global memory (`ATOMIC_HELPERS`: `cl_ext_float_atomics` when available, NVIDIA's
+native `red.global.add` in inline PTX, else a compare-and-swap loop on the bits). It knows nothing of
+instructions (`opencl_lowerings.py`).
 """
 
 from __future__ import annotations
@@ -134,6 +135,8 @@ ATOMIC_HELPERS = [
     "void iz_atomic_add_double(volatile __global double* p, double v) {",
     "#if defined(__opencl_c_ext_fp64_global_atomic_add)",
     "  atomic_fetch_add_explicit((volatile __global atomic_double*)p, v, memory_order_relaxed, memory_scope_device);",
+    "#elif defined(IZ_PTX_ATOMICS)",
+    '  asm volatile("red.global.add.f64 [%0], %1;" :: "l"(p), "d"(v) : "memory");',
     "#else",
     "  volatile __global long* q = (volatile __global long*)p;",
     "  long seen, old = *q;",
@@ -143,6 +146,8 @@ ATOMIC_HELPERS = [
     "void iz_atomic_add_float(volatile __global float* p, float v) {",
     "#if defined(__opencl_c_ext_fp32_global_atomic_add)",
     "  atomic_fetch_add_explicit((volatile __global atomic_float*)p, v, memory_order_relaxed, memory_scope_device);",
+    "#elif defined(IZ_PTX_ATOMICS)",
+    '  asm volatile("red.global.add.f32 [%0], %1;" :: "l"(p), "f"(v) : "memory");',
     "#else",
     "  volatile __global int* q = (volatile __global int*)p;",
     "  int seen, old = *q;",
@@ -153,4 +158,7 @@ ATOMIC_HELPERS = [
     "void iz_atomic_add_int(volatile __global int* p, int v) { atomic_add(p, v); }",
 ]
 """Atomic adds on global memory: `cl_ext_float_atomics` where the compiler offers it (OpenCL C 3.0 with
-the feature macro), a compare-and-swap loop on the bits otherwise; integers wrap (two's complement)."""
+the feature macro); on NVIDIA's OpenCL (`-D IZ_PTX_ATOMICS`, `runtime/opencl_backend.build_options`) the
+GPU's native float reduction `red.global.add` in inline PTX (sm_60 and later: every GPU that driver still
+supports); a compare-and-swap loop on the bits otherwise, which serializes badly when many work items add
+into one element. Integers wrap (two's complement)."""

@@ -299,11 +299,12 @@ def _heap_alloc(r: FunctionRenderer, inst: Instruction) -> None:
     return None
 
 
-def _lower_view(r: FunctionRenderer, inst: Instruction) -> None:
+def lower_view(r: FunctionRenderer, inst: Instruction, clear: bool = True) -> None:
     """A local array in its arena's words from the offset on (`optimize/memory_reuse.py`): extents checked,
     a check that it fits (it does unless the size overflowed: MemoryError, as the LLVM backend), zeros when
-    `zeroed`. In the entry function the arena is a host buffer, in a called one a private array or a block
-    of the device heap, as any local array there."""
+    `zeroed` (and `clear`: the serial kernel clears large ones through the host). In the entry function the
+    arena is a host buffer, in a called one a private array or a block of the device heap, as any local
+    array there."""
     *extent_values, arena, offset = inst.operands
     name = r.names[inst]
     extents = [r.name(v) for v in extent_values]
@@ -317,7 +318,7 @@ def _lower_view(r: FunctionRenderer, inst: Instruction) -> None:
     r.check(f"{r.name(offset)} + {words} <= {r.name(arena)}_d0", inst, "out-of-memory", extents,
             **size_details(inst, len(extents)))
     r.emit(f"{name} = ({r.lang.pointer(inst.type, r.spaces.get(arena))})({r.name(arena)} + {r.name(offset)});")  # type: ignore[arg-type]
-    if "zeroed" in inst.flags:
+    if "zeroed" in inst.flags and clear:
         r.emit(f"for (long k = 0; k < {count}; k++) {name}[k] = ({storage})0;")
     return None
 
@@ -436,7 +437,7 @@ LOWERINGS: dict[Op, Lowering] = {
     Op.ATOMIC_ADD: _lower_atomic_add,
     Op.DIM: _lower_dim,
     Op.ALLOC: lower_alloc,
-    Op.VIEW: _lower_view,
+    Op.VIEW: lower_view,
     Op.GROW: _lower_grow,
     Op.CALL: _lower_call,
     Op.ASSERT: _lower_assert,

@@ -17,10 +17,15 @@ control buffer, saves every variable there too, and returns. The requests:
   - ALLOC site, count, keep: a local array of the entry function lives in a global buffer per `alloc`
     (its site), as large as the largest run asked for; the host (re)allocates and fills it (nan, the
     integer minimum, True or zero: the interpreter's fill; not when `keep` is 1) and resumes. Extents may
-    be run-time values. A parallel loop's scratch arrays (a copy per work item) are sites too. After
+    be run-time values. The serial kernel asks only when the site's buffer (its capacity is in the
+    control buffer) is too small or a large zeroed array needs clearing; otherwise it goes on with the
+    buffer as it is (clearing a small zeroed array itself), so a repeated call makes no round trip for
+    its local arrays (`opencl_serial.SerialRenderer.request_alloc`). A parallel loop's scratch arrays (a copy per work item) are sites too. After
     arena placement (`optimize/memory_reuse.py`) most local arrays are views: pointers into the arena's
     site at an offset, recomputed on every resume and passed to loop kernels as the site plus the offset;
   - GROW site, new, old: the host gives the site a buffer of `new` elements holding the first `old`;
+  - CLEAR site, start, bytes: the host zeroes those bytes of the site's buffer (a zeroed view into an arena
+    larger than the serial kernel clears itself, `opencl_serial.SERIAL_CLEAR_LIMIT`);
   - DONE: the return value is in the header.
 
 A resume restores every variable and jumps to the point it stopped at (`RESTORE`, then a `switch`). A
@@ -81,6 +86,9 @@ class OpenCLProgram:
     writable: frozenset[int] = frozenset()
     """The positions of the entry's array parameters that the program may write (the host copies only
     these back, and refuses read-only numpy arrays for them)."""
+    capacities: int = 0
+    """The control word of site 0's buffer capacity in elements (site k's follows at `capacities + k`): the
+    host writes them before a call; the serial kernel asks for a site's buffer only when it is too small."""
 
 
 def render_called_functions(lang: OpenCLRenderer, plans: dict[Function, OutOfSSA]) -> list[str]:
@@ -121,4 +129,4 @@ def emit_opencl(module: Module, entry: Function, options: CodegenOptions, writab
     lines += ["", *serial_lines]
     kernels = [LoopKernel(f"iz_par{b.loop.number}", b.loop.location, len(b.accumulators)) for b in bodies]
     return OpenCLProgram("\n".join(lines) + "\n", "iz_serial", kernels, serial.allocs, serial.layout.next,
-                         lang.sites, serial_reasons, lang.uses_heap, writable)
+                         lang.sites, serial_reasons, lang.uses_heap, writable, serial.capacities)

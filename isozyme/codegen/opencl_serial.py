@@ -15,6 +15,7 @@ from isozyme.codegen.error_sites import ErrorSite, register_site
 from isozyme.codegen.opencl_control import (
     ALLOC,
     ARG0,
+    CLEAR,
     DONE,
     ERROR,
     GROW,
@@ -33,12 +34,17 @@ from isozyme.codegen.opencl_control import (
 )
 from isozyme.codegen.opencl_function import FunctionRenderer, Lowering
 from isozyme.codegen.opencl_language import OpenCLRenderer
-from isozyme.codegen.opencl_lowerings import LOWERINGS, check_shape, check_size, lower_alloc
+from isozyme.codegen.opencl_lowerings import LOWERINGS, check_shape, check_size, lower_alloc, lower_view
 from isozyme.codegen.out_of_ssa import OutOfSSA
 from isozyme.codegen.parallel_loops import ParallelLoop
 from isozyme.ssa.ir import Block, Function, Instruction
 from isozyme.ssa.ops import Op
 from isozyme.ssa.types import ArrayType, ScalarType
+
+
+SERIAL_CLEAR_LIMIT = 4096
+"""A zeroed local array of at most this many elements whose buffer is large enough is cleared by the serial
+kernel itself (`SerialRenderer.request_alloc`); a larger one by the host (a fill command)."""
 
 
 class SerialRenderer(FunctionRenderer):
@@ -53,6 +59,8 @@ class SerialRenderer(FunctionRenderer):
         self.layout = Layout(REDUCTIONS + reductions)
         self.site_of: dict[Instruction, int] = {}
         self.allocs: list[AllocSite] = []
+        self.capacities = 0
+        """The first of the control words holding each site's buffer capacity (`request_alloc`)."""
         self.resumes = 0
         for loop in loops:
             for alloc, kind in loop.scratch.items():
@@ -85,6 +93,8 @@ class SerialRenderer(FunctionRenderer):
     def render(self) -> list[str]:
         self.declare_all()
         self._plan_layout()
+        self.capacities = self.layout.next
+        self.layout.next += len(self.allocs)
         self.render_blocks([block for block in self.blocks if block not in self.hidden])
         for loop in self.loops:
             self._launch(loop)
@@ -140,6 +150,28 @@ class SerialRenderer(FunctionRenderer):
                 lines.append(f"  {self.names[view]} = {view_pointer(self, view, self.name(view.operands[-2]))};")
         return lines
 
+    def request_alloc(self, alloc: Instruction, count: str, inner: bool) -> None:
+        """Make the site of `alloc` hold `count` elements: ask the host (ALLOC) only when its buffer is too
+        small (the host writes each buffer's capacity in the control words from `capacities` before the
+        call) or a large zeroed array needs clearing; otherwise reuse the buffer as it is, clearing a zeroed
+        array of at most `SERIAL_CLEAR_LIMIT` elements here. A round trip to the host costs far more on a
+        GPU than that loop. An array that is not zeroed is not filled then (its contents are unspecified, as
+        on `llvm`); the host fills it with its uninitialized value when it does serve the request."""
+        site = self.site_of[alloc]
+        zeroed = not inner and self.allocs[site].fill == 0
+        capacity = f"ctl[{self.capacities + site}]"
+        clear = f" || ({count}) > {SERIAL_CLEAR_LIMIT}" if zeroed else ""
+        self.emit(f"if (({count}) > {capacity}{clear}) {{")
+        self.yield_to_host(ALLOC, str(site), count, "1" if inner else "0")
+        if zeroed:
+            ty = self.lang.storage(alloc.type.element)  # type: ignore[attr-defined]
+            self.lines.insert(len(self.lines) - 1, f"  }} else {{ for (long q = 0; q < ({count}); q++) "
+                                                   f"s{site}[q] = ({ty})0; }}")
+        else:
+            self.lines.insert(len(self.lines) - 1, "  }")  # the resume label follows the block
+        if not inner:  # the resumed path restores it (`_restore`), the other one needs it too
+            self.emit(f"{self.names[alloc]} = s{site};")
+
     def yield_to_host(self, kind: int, *args: str) -> None:
         """Ask the host for something, save, return; the host's next launch resumes right here."""
         self.resumes += 1
@@ -156,7 +188,7 @@ class SerialRenderer(FunctionRenderer):
         for alloc, kind in loop.scratch.items():  # one copy per work item
             count = scratch_count(self, alloc, kind)
             check_size(self, alloc, [trip, f"({count})"])
-            self.yield_to_host(ALLOC, str(self.site_of[alloc]), f"({count}) * {trip}", "1" if kind == "inner" else "0")
+            self.request_alloc(alloc, f"({count}) * {trip}", kind == "inner")
         for reduction in loop.reductions:
             self.emit(f"ctl[{REDUCTIONS + reduction.slot}] = 0;")
         self.yield_to_host(LAUNCH, str(loop.number), trip)
@@ -210,7 +242,25 @@ def _serial_alloc(r: FunctionRenderer, inst: Instruction) -> None:
     for k, extent in enumerate(extents):
         r.emit(f"{name}_d{k} = {extent};")
     count = " * ".join(f"{name}_d{k}" for k in range(len(extents)))
-    r.yield_to_host(ALLOC, str(r.site_of[inst]), count, "0")
+    r.request_alloc(inst, count, inner=False)
+    return None
+
+
+def _serial_view(r: FunctionRenderer, inst: Instruction) -> None:
+    """In the serial kernel, a zeroed view of more than `SERIAL_CLEAR_LIMIT` elements is cleared by the host
+    (CLEAR site, first byte, bytes: a fill command, across the GPU) rather than by the one work item."""
+    assert isinstance(r, SerialRenderer)
+    lower_view(r, inst, clear=False)
+    if "zeroed" not in inst.flags:
+        return None
+    *_, arena, offset = inst.operands
+    name = r.names[inst]
+    storage = r.lang.storage(inst.type.element)  # type: ignore[attr-defined]
+    count = " * ".join(f"{name}_d{k}" for k in range(inst.type.rank)) or "1"  # type: ignore[attr-defined]
+    r.emit(f"if (({count}) > {SERIAL_CLEAR_LIMIT}) {{")
+    r.yield_to_host(CLEAR, str(r.site_of[arena]), f"{r.name(offset)} * 8L",  # type: ignore[index]
+                    f"({count}) * (long)sizeof({storage})")
+    r.lines.insert(len(r.lines) - 1, f"  }} else {{ for (long k = 0; k < ({count}); k++) {name}[k] = ({storage})0; }}")
     return None
 
 
@@ -231,4 +281,5 @@ def _serial_ret(r: FunctionRenderer, inst: Instruction) -> None:
     r.emit(f"ctl[{KIND}] = {DONE}; return;")
 
 
-SERIAL_LOWERINGS: dict[Op, Lowering] = {Op.ALLOC: _serial_alloc, Op.GROW: _serial_grow, Op.RET: _serial_ret}
+SERIAL_LOWERINGS: dict[Op, Lowering] = {Op.ALLOC: _serial_alloc, Op.VIEW: _serial_view, Op.GROW: _serial_grow,
+                                         Op.RET: _serial_ret}

@@ -28,6 +28,7 @@ from __future__ import annotations
 import functools
 import os
 import threading
+import time
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -42,6 +43,7 @@ from isozyme.codegen.opencl_control import (
     ARG0,
     ARG1,
     ARG2,
+    CLEAR,
     DONE,
     ERROR,
     GROUP_SIZE,
@@ -57,7 +59,7 @@ from isozyme.codegen.opencl_program import LoopKernel, OpenCLProgram, emit_openc
 from isozyme.optimize.function_attributes import module_memory_effects
 from isozyme.optimize.loop_canonicalization import canonicalize_loop_structure
 from isozyme.optimize.memory_reuse import place_module_in_arena
-from isozyme.runtime import disk_cache, host_identity, opencl_counters
+from isozyme.runtime import disk_cache, host_identity, opencl_counters, profiler
 from isozyme.runtime.device_array import DeviceArray
 from isozyme.runtime.disk_cache import sha256
 from isozyme.runtime.opencl_device import Device, device, import_pyopencl
@@ -85,8 +87,10 @@ def build(source: str, where: Device) -> Any:
 
 def build_options(where: Device) -> str:
     """`BUILD_OPTIONS`, and OpenCL C 3.0 on a device with `cl_ext_float_atomics`, whose feature macros then
-    select native float atomic adds in `ATOMIC_HELPERS` (`codegen/opencl_language.py`)."""
-    return f"{BUILD_OPTIONS} -cl-std=CL3.0" if where.float_atomics else BUILD_OPTIONS
+    select native float atomic adds in `ATOMIC_HELPERS` (`codegen/opencl_language.py`); on NVIDIA's
+    OpenCL, `IZ_PTX_ATOMICS` selects the GPU's own float reductions in inline PTX there."""
+    options = f"{BUILD_OPTIONS} -cl-std=CL3.0" if where.float_atomics else BUILD_OPTIONS
+    return f"{options} -D IZ_PTX_ATOMICS" if where.ptx else options
 
 
 def opencl_source(module: Module, function: Function, options: CodegenOptions) -> str:
@@ -136,17 +140,18 @@ _SCALAR_DTYPES = {"i1": np.uint8, "i32": np.int32, "i64": np.int64, "f32": np.fl
 
 def compile_opencl(module: Module, function: Function, options: CodegenOptions) -> Callable[..., object]:
     """A function running `function` on the OpenCL device on checked argument values (module docstring)."""
-    return _runner(_emit(module, function, options), [arg.type for arg in function.args], function.return_type)
+    return _runner(function.name, _emit(module, function, options), [arg.type for arg in function.args],
+                   function.return_type)
 
 
-def _runner(program: OpenCLProgram, types: Sequence[Any], return_type: Any) -> Runner:
+def _runner(name: str, program: OpenCLProgram, types: Sequence[Any], return_type: Any) -> Runner:
     for reason in program.serial_loops:
         warnings.warn(f"OpenCL: {reason}", SerialLoopWarning, stacklevel=5)
-    return Runner(program, device(), types, return_type)
+    return Runner(name, program, device(), types, return_type)
 
 
-CACHE_FORMAT = "isozyme opencl backend 2"
-"""Changes when what the backend stores changes (2: the writable parameters)."""
+CACHE_FORMAT = "isozyme opencl backend 3"
+"""Changes when what the backend stores changes (2: the writable parameters; 3: the capacity words)."""
 _programs: dict[str, OpenCLProgram] = {}
 """Programs made or loaded in this process, by cache key."""
 
@@ -173,14 +178,14 @@ def compile_cached(name: str, module: Module, entry: str, pipeline: str, optimiz
             if use_disk_cache:
                 disk_cache.store(key, _metadata(program), program.source.encode(), name)
         _programs[key] = program
-    return _runner(_programs[key], types, return_type)
+    return _runner(name, _programs[key], types, return_type)
 
 
 def _metadata(program: OpenCLProgram) -> dict[str, object]:
     return {"serial": program.serial, "loops": [[k.name, k.location, k.accumulators] for k in program.loops],
             "allocs": [[a.element, a.fill, a.location] for a in program.allocs], "control_words": program.control_words,
             "sites": [site.to_json() for site in program.sites], "serial_loops": program.serial_loops,
-            "uses_heap": program.uses_heap, "writable": sorted(program.writable)}
+            "uses_heap": program.uses_heap, "writable": sorted(program.writable), "capacities": program.capacities}
 
 
 def _decoded(entry: disk_cache.Entry) -> OpenCLProgram | None:
@@ -192,7 +197,8 @@ def _decoded(entry: disk_cache.Entry) -> OpenCLProgram | None:
                              int(meta["control_words"]),  # type: ignore[call-overload]
                              [ErrorSite.from_json(site) for site in meta["sites"]],  # type: ignore
                              [str(reason) for reason in meta["serial_loops"]],  # type: ignore
-                             bool(meta["uses_heap"]), frozenset(int(p) for p in meta["writable"]))  # type: ignore
+                             bool(meta["uses_heap"]), frozenset(int(p) for p in meta["writable"]),  # type: ignore
+                             int(meta["capacities"]))  # type: ignore[call-overload]
     except (KeyError, TypeError, ValueError, UnicodeDecodeError) as error:
         disk_cache.event("corrupt", f"OpenCL program ({error}); compiling again")
         return None
@@ -201,10 +207,16 @@ def _decoded(entry: disk_cache.Entry) -> OpenCLProgram | None:
 class Runner:
     """Runs a program: the serial kernel, and what it asks the host for (`codegen/opencl_program.py`)."""
 
-    def __init__(self, program: OpenCLProgram, where: Device, types: Sequence[Any], return_type: Any) -> None:
+    def __init__(self, name: str, program: OpenCLProgram, where: Device, types: Sequence[Any],
+                 return_type: Any) -> None:
         built = build(program.source, where)
+        self.name = name
         self.program = program
         self.where = where
+        self.queue = where.queue
+        """The queue of the call in progress: the device's, or its profiling queue (`profiler.py`)."""
+        self.trace: _Trace | None = None
+        """The profile of the call in progress, when a profile is active."""
         cl = import_pyopencl()
         self.serial = cl.Kernel(built, program.serial)
         self.loops = [cl.Kernel(built, loop.name) for loop in program.loops]
@@ -235,37 +247,55 @@ class Runner:
             return self._call(values)
 
     def _call(self, values: Sequence[object]) -> object:
+        if profiler.active():
+            self.queue, self.trace = profiling_queue(self.where), _Trace(self.name, self.where.name)
+        else:
+            self.queue, self.trace = self.where.queue, None
+        try:
+            return self._run_call(values)
+        finally:
+            if self.trace is not None:
+                self.trace.finish()
+            self.queue, self.trace = self.where.queue, None
+
+    def _run_call(self, values: Sequence[object]) -> object:
         cl = import_pyopencl()
-        where, flags = self.where, cl.mem_flags
+        where, flags, queue = self.where, cl.mem_flags, self.queue
         args: list[object] = []
         uploads: list[np.ndarray] = []
-        copies: list[tuple[Any, np.ndarray]] = []  # buffers to copy back: the arrays the program may write
+        copies: list[tuple[Any, np.ndarray, int]] = []  # buffers to copy back: the arrays the program may write
         for position, (ty, value) in enumerate(zip(self.types, values, strict=True)):
             if isinstance(value, DeviceArray):
                 args += [value.data, *(np.int64(extent) for extent in value.shape)]
             elif isinstance(ty, ArrayType):
                 array: np.ndarray = value  # type: ignore[assignment]
                 host = array if array.size else np.zeros(1, dtype=array.dtype)  # no empty buffers in OpenCL
-                buffer = cl.Buffer(where.context, flags.READ_WRITE | flags.COPY_HOST_PTR, hostbuf=host)
+                buffer = cl.Buffer(where.context, flags.READ_WRITE, host.nbytes)
+                self._note(cl.enqueue_copy(queue, buffer, host, is_blocking=False), "copy-in", f"arg {position}",
+                           nbytes=host.nbytes)
                 args += [buffer, *(np.int64(extent) for extent in array.shape)]
                 uploads.append(array)
                 if array.size and position in self.program.writable:
-                    copies.append((buffer, array))
+                    copies.append((buffer, array, position))
             else:
                 args.append(_SCALAR_DTYPES[str(ty)](value))
         while len(self.sites) < len(self.program.allocs):
             self.sites.append((self._buffer(self.program.allocs[len(self.sites)], 1), 1))
         control = np.zeros(self.program.control_words, dtype=np.int64)
         control[HEAP_WORDS] = self.heap[1]
+        if not opencl_counters.active():  # counting: every alloc asks the host, which counts its elements
+            first = self.program.capacities
+            control[first:first + len(self.sites)] = [capacity for _, capacity in self.sites]
         control_buffer = cl.Buffer(where.context, flags.READ_WRITE | flags.COPY_HOST_PTR, hostbuf=control)
         header = np.zeros(HEADER_WORDS, dtype=np.int64)
         self.counted = _CountedCall.start(self, values, uploads, copies) if opencl_counters.active() else None
         try:
             self._run(args, control_buffer, header)
         finally:
-            for buffer, array in copies:
-                cl.enqueue_copy(where.queue, array, buffer)
-            where.queue.finish()
+            for buffer, array, position in copies:
+                self._note(cl.enqueue_copy(queue, array, buffer, is_blocking=False), "copy-out", f"arg {position}",
+                           nbytes=array.nbytes)
+            self._wait(queue.finish)
             if self.counted is not None:
                 self.counted.finish(control_buffer)
                 self.counted = None
@@ -277,12 +307,14 @@ class Runner:
 
     def _run(self, args: list[object], control: Any, header: np.ndarray) -> None:
         cl = import_pyopencl()
-        queue = self.where.queue
+        queue = self.queue
         while True:
-            self.serial(queue, (1,), (1,), *args, *(buffer for buffer, _ in self.sites), control, self.heap[0])
+            self._note(self.serial(queue, (1,), (1,), *args, *(buffer for buffer, _ in self.sites), control,
+                                   self.heap[0]), "serial", "iz_serial", (1,), (1,))
             if self.counted is not None:
                 opencl_counters.add("serial_launches")
-            cl.enqueue_copy(queue, header, control, is_blocking=True)
+            self._wait(lambda: self._note(cl.enqueue_copy(queue, header, control, is_blocking=True), "header",
+                                          "control", nbytes=header.nbytes))
             kind = int(header[KIND])
             if header[ERROR] != 0 or kind == DONE:
                 return
@@ -293,17 +325,36 @@ class Runner:
                     words = groups * self.program.loops[number].accumulators
                     if words > self.partials[1]:
                         self.partials = (self._buffer(AllocSite("i64", 0), words), words)
-                    self.loops[number](queue, (groups * GROUP_SIZE,), (GROUP_SIZE,) if words else None, *args,
-                                       *(buffer for buffer, _ in self.sites), control, self.partials[0],
-                                       self.heap[0], np.int64(trip))
+                    local = (GROUP_SIZE,) if words else None
+                    self._note(self.loops[number](queue, (groups * GROUP_SIZE,), local, *args,
+                                                  *(buffer for buffer, _ in self.sites), control, self.partials[0],
+                                                  self.heap[0], np.int64(trip)),
+                               "loop", self.program.loops[number].name, (groups * GROUP_SIZE,), local or ())
                     if self.counted is not None:
                         self.counted.loop_launch(number, control)
             elif kind == ALLOC:
                 self._alloc(int(header[ARG0]), int(header[ARG1]), fill=header[ARG2] == 0)
             elif kind == GROW:
                 self._grow(int(header[ARG0]), int(header[ARG1]), int(header[ARG2]))
+            elif kind == CLEAR:
+                self._clear(int(header[ARG0]), int(header[ARG1]), int(header[ARG2]))
             else:
                 raise RuntimeError(f"the serial kernel made an unknown request {kind}")
+
+    def _note(self, event: Any, kind: str, name: str, global_size: tuple[int, ...] = (),
+              local_size: tuple[int, ...] = (), nbytes: int = 0) -> None:
+        """Record a command in the profile of the call (`profiler.py`), when one is active."""
+        if self.trace is not None:
+            self.trace.add(event, profiler.Launch(kind, name, global_size, local_size, nbytes))
+
+    def _wait(self, block: Callable[[], object]) -> None:
+        """Run `block`, which waits for the device, counting the wait in the profile."""
+        if self.trace is None:
+            block()
+            return
+        start = time.perf_counter()
+        block()
+        self.trace.call.wait_ms += (time.perf_counter() - start) * 1e3
 
     def _buffer(self, site: AllocSite, count: int) -> Any:
         """A device buffer of `count` elements for the local arrays of `site`; MemoryError naming the
@@ -330,8 +381,18 @@ class Runner:
         dtype = np.dtype(_SCALAR_DTYPES[info.element])
         pattern = np.array([info.fill], dtype=dtype)
         opencl_counters.add("fills")
-        cl.enqueue_fill_buffer(self.where.queue, self.sites[site][0], pattern, start * dtype.itemsize,
-                               (stop - start) * dtype.itemsize)
+        self._note(cl.enqueue_fill_buffer(self.queue, self.sites[site][0], pattern, start * dtype.itemsize,
+                                          (stop - start) * dtype.itemsize), "fill", f"site {site}",
+                   nbytes=(stop - start) * dtype.itemsize)
+
+    def _clear(self, site: int, start: int, size: int) -> None:
+        """Zero `size` bytes of the site's buffer from byte `start` on (a zeroed view into an arena)."""
+        if size <= 0:
+            return
+        opencl_counters.add("fills")
+        cl = import_pyopencl()
+        self._note(cl.enqueue_fill_buffer(self.queue, self.sites[site][0], np.zeros(1, dtype=np.uint8), start, size),
+                   "fill", f"site {site}", nbytes=size)
 
     def _alloc(self, site: int, count: int, fill: bool) -> None:
         if self.counted is not None:
@@ -348,9 +409,43 @@ class Runner:
         buffer = self._buffer(self.program.allocs[site], new)
         itemsize = np.dtype(_SCALAR_DTYPES[self.program.allocs[site].element]).itemsize
         if old:
-            cl.enqueue_copy(self.where.queue, buffer, self.sites[site][0], byte_count=old * itemsize)
+            self._note(cl.enqueue_copy(self.queue, buffer, self.sites[site][0], byte_count=old * itemsize), "grow",
+                       f"site {site}", nbytes=old * itemsize)
         self.sites[site] = (buffer, new)
         self._fill(site, old, new)
+
+
+_profiling_queues: dict[str, Any] = {}
+
+
+def profiling_queue(where: Device) -> Any:
+    """A second queue of `where`'s context with profiling enabled, made once (`profiler.py`)."""
+    if where.name not in _profiling_queues:
+        cl = import_pyopencl()
+        _profiling_queues[where.name] = cl.CommandQueue(
+            where.context, properties=cl.command_queue_properties.PROFILING_ENABLE)
+    return _profiling_queues[where.name]
+
+
+class _Trace:
+    """The profile of one call being made: its commands' events, read when the call has finished."""
+
+    def __init__(self, name: str, device_name: str) -> None:
+        self.call = profiler.CallProfile(name, device_name)
+        self.events: list[tuple[Any, profiler.Launch]] = []
+        self.start = time.perf_counter()
+
+    def add(self, event: Any, launch: profiler.Launch) -> None:
+        self.events.append((event, launch))
+        self.call.launches.append(launch)
+
+    def finish(self) -> None:
+        """Read the events' times (every command has completed: the call ended with `finish`) and record."""
+        self.call.wall_ms = (time.perf_counter() - self.start) * 1e3
+        for event, launch in self.events:
+            event.wait()
+            launch.device_ms = (event.profile.end - event.profile.start) * 1e-6
+        profiler.record(self.call)
 
 
 @functools.cache
@@ -370,12 +465,12 @@ class _CountedCall:
 
     @staticmethod
     def start(runner: Runner, values: Sequence[object], uploads: list[np.ndarray],
-              copies: list[tuple[Any, np.ndarray]]) -> _CountedCall:
+              copies: list[tuple[Any, np.ndarray, int]]) -> _CountedCall:
         program = runner.program
         opencl_counters.add("calls")
         opencl_counters.add("buffer_allocations", len(uploads))
         opencl_counters.add("host_copy_bytes", sum(array.nbytes for array in uploads)
-                            + sum(array.nbytes for _, array in copies))
+                            + sum(array.nbytes for _, array, _ in copies))
         key = f"{program.serial}:{sha256(program.source.encode()).hexdigest()[:12]}"
         for stats in opencl_counters.active():
             stats.programs[key] = len(program.loops)
@@ -399,7 +494,7 @@ class _CountedCall:
     def control_words(self, control: Any) -> np.ndarray:
         """The control buffer's words now (a blocking copy: only while counting)."""
         words = np.zeros(self.runner.program.control_words, dtype=np.int64)
-        import_pyopencl().enqueue_copy(self.runner.where.queue, words, control, is_blocking=True)
+        import_pyopencl().enqueue_copy(self.runner.queue, words, control, is_blocking=True)
         return words
 
     def loop_launch(self, number: int, control: Any) -> None:
