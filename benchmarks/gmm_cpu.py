@@ -11,7 +11,7 @@ after a warm-up call that compiles (half as many at d=64):
 - `isozyme prange`: the objective with a `prange` over the points (`benchmarks/opencl_gpu.py`), on the
   thread pool (`iz.get_num_threads()` threads: the CPUs this process may use);
 - `isozyme prange reassoc`: both;
-- `jax`: ADBench's JAX formulation, `jax.jit(jax.grad(...))` (`benchmarks/suite/peer_jax.py`), when JAX is
+- `jax`: ADBench's JAX formulation, `jax.jit(jax.grad(...))` (`isozyme/benchmark_suite/peer_jax.py`), when JAX is
   installed (it uses the same CPUs; run under `taskset` to compare on fewer).
 
 Checks: every result of every call, the warm-up's included, against the first result of `isozyme`
