@@ -45,7 +45,8 @@ def variants(d: int, K: int, n: int) -> tuple[tuple, dict[str, tuple[Callable[[]
     """The arguments and, per variant, its call (the gradients in alphas, means, icf) and tolerance."""
     from gmm import gmm_objective  # examples/gmm.py
     from opencl_gpu import gmm_prange
-    from suite.gmm import make_args
+
+    from isozyme.benchmark_suite.gmm import make_args
 
     args = make_args(d, K, n)
     table: dict[str, tuple[Callable[[], tuple], float]] = {}
@@ -57,7 +58,7 @@ def variants(d: int, K: int, n: int) -> tuple[tuple, dict[str, tuple[Callable[[]
         gradient = iz.grad(kernel, argnums=(0, 1, 2))
         table[name] = ((lambda gradient=gradient: tuple(gradient(*args))), tolerance)
     try:
-        from suite import peer_jax
+        from isozyme.benchmark_suite import peer_jax
     except ImportError:
         return args, table
     call = peer_jax.prepare("gmm", args, {})
