@@ -483,6 +483,11 @@ def command_bench(args: argparse.Namespace) -> int:
     args.suite = args.suite or "quick"
     peers = [p for p in args.peers.split(",") if p]
     only = [o for o in args.only.split(",") if o] or None
+    known = [bench.name for bench in suite.all_benchmarks()]
+    unknown = [name for name in only or () if name not in known]
+    if unknown:
+        print(f"isozyme bench: --only: no benchmark {', '.join(unknown)} (known: {', '.join(known)})", file=sys.stderr)
+        return 2
     started = time.perf_counter()
     rows = run_suite(args.suite, args.min_time, peers, only)
     print(f"isozyme bench --suite {args.suite} --backend {args.backend}: {len(rows)} rows in "

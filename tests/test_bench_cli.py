@@ -243,3 +243,9 @@ def test_peers_are_checked_against_the_references() -> None:
     assert numba.check.passed and numba.check.tolerance == 1e-10
     numba.compare({"value": 2.0 + 1e-9})
     assert not numba.check.passed
+
+
+def test_bench_command_refuses_an_unknown_benchmark(capsys: pytest.CaptureFixture, bench_environment: None) -> None:
+    assert isozyme_main(["bench", "--only", "norm,nrom"]) == 2
+    err = capsys.readouterr().err
+    assert "--only: no benchmark nrom (known: norm, relu3, gmm" in err
