@@ -27,9 +27,10 @@ Checks (`isozyme/benchmark_checks.py`), every call as in the suite: the primal a
 Python function run on the same inputs (`--reference python`, the default; it runs at Python speed, so for
 large inputs `--reference O0` takes the kernel compiled without optimization instead); the gradients against
 the reference gradient (`opt="pre"` on llvm); and that reference gradient against central finite
-differences of L (computed with the compiled primal) at a few entries per differentiated parameter
-(`finite_difference_check`). A failed check is MISMATCH, exit status 1 (`iz.compare` raises). A bad kernel
-spec or bad arguments are exit status 2 with the reason.
+differences of L (computed with the compiled primal) per differentiated parameter
+(`finite_difference_check`: along a random direction, `_direction`, and at a few entries; in f32 along the
+direction only, with looser tolerances, `FD_CHECKS` and `F32_TOLERANCE`). A failed check is MISMATCH, exit
+status 1 (`iz.compare` raises). A bad kernel spec or bad arguments are exit status 2 with the reason.
 """
 
 from __future__ import annotations
@@ -58,9 +59,17 @@ IR_STAGES = (("ssa", "ssa", None), ("opt", "opt", None), ("grad post", "grad", "
 """(column, `show_ir` stage, opt): the program as lowered and after O2, the gradient right after AD and after
 the optimization that follows, for AD of the optimized program (post) and of the program as written (pre)."""
 ACTIVITIES = ("const", "dup", "active")
-FD_TOLERANCE = 1e-4
-FD_REASON = ("central differences with step 6e-6 max(1, |x|): truncation O(h^2) and rounding O(eps |L| / h), "
-             "relative to the parameter's largest derivative (at least 1e-6 |L|)")
+FD_CHECKS = {
+    np.float64: (1e-4, "central differences with step eps^(1/3) max(1, |x|) = 6e-6 max(1, |x|): truncation "
+                       "O(h^2) and rounding O(eps |L| / h), relative to the parameter's largest derivative (at "
+                       "least 1e-6 |L|) at an entry, to sum |g v| along a direction v"),
+    np.float32: (1e-2, "a kernel in f32: central differences along a random direction (entries alone drown in "
+                       "f32 rounding) with step eps^(1/3) max(1, |x|) = 5e-3 max(1, |x|), relative to sum |g v|"),
+}
+"""(tolerance, reason) of the finite-difference check by the kernel's float precision (`_precision`)."""
+F32_TOLERANCE = 1e-4
+"""The primal and gradient checks of a kernel in f32: its rounding (eps 1.2e-7) in another order, over sums of
+up to millions of terms (f64 kernels: the suite's 1e-10)."""
 SEED_WEIGHTS = 1000
 """The seed of the random weights w_k of written arrays (the generator is seeded SEED_WEIGHTS + k)."""
 
@@ -142,6 +151,7 @@ def user_benchmark(kernel: Kernel, rows: Sequence[tuple], activity: Sequence[str
         raise ValueError(f"reference: 'python' or 'O0', got {reference!r}")
     primal: Callable[..., object] = kernel.py_func if reference == "python" else \
         kernel.compile("llvm", "O0").entry
+    single = _precision(kernel) == np.float32
 
     def run_reference(*args: object) -> suite.Primal:
         copies = tuple(a.copy() if isinstance(a, np.ndarray) else a for a in args)
@@ -158,16 +168,17 @@ def user_benchmark(kernel: Kernel, rows: Sequence[tuple], activity: Sequence[str
         scale=lambda size: float(max(1, sum(a.size for a in rows[size["row"]] if isinstance(a, np.ndarray)))),
         seeds=lambda args: {k: _weights(k, args[k]) for k in written},
         description=f"the user's kernel {kernel.__name__}",
-        primal_tolerance=suite.PRIMAL_TOLERANCE, gradient_tolerance=suite.GRADIENT_TOLERANCE)
+        primal_tolerance=F32_TOLERANCE if single else suite.PRIMAL_TOLERANCE,
+        gradient_tolerance=F32_TOLERANCE if single else suite.GRADIENT_TOLERANCE)
 
 
 def objective(bench: suite.Benchmark, args: tuple) -> float:
-    """L on `args` with the compiled primal (module docstring), the inputs left as they were."""
+    """L on `args` with the compiled primal (module docstring), summed in f64, the inputs left as they were."""
     copies = tuple(a.copy() if isinstance(a, np.ndarray) else a for a in args)
     value = bench.kernel(*copies)
     total = bench.seed_return * float(value) if isinstance(value, (float, np.floating)) else 0.0
     for index, weights in bench.seeds(args).items():
-        total += float(np.sum(weights * copies[index]))
+        total += float(np.sum(weights.astype(np.float64) * copies[index].astype(np.float64)))
     return total
 
 
@@ -185,39 +196,66 @@ def _entries(gradient: np.ndarray, count: int, rng: np.random.Generator) -> list
 
 def finite_difference_check(bench: suite.Benchmark, args: tuple, gradient: Mapping[int | str, object],
                             entries: int = 3) -> Check:
-    """The gradient (`Gradient.results()` of `args`) against central differences of `objective` at up to
-    `entries` entries per "dup" or "active" parameter; the error is `FD_REASON`'s."""
-    check = Check(f"{bench.name} gradient (opt=pre on llvm) against central finite differences", FD_TOLERANCE,
-                  FD_REASON)
+    """The gradient (`Gradient.results()` of `args`) against central differences of `objective`, per "dup" or
+    "active" parameter: along a random direction, and (in f64) at up to `entries` entries (`FD_CHECKS`)."""
+    precision = _precision(bench.kernel)
+    tolerance, reason = FD_CHECKS[precision]
+    check = Check(f"{bench.name} gradient (opt=pre on llvm) against central finite differences", tolerance, reason)
+    params, _ = bench.kernel.signature()
     rng = np.random.default_rng(0)
-    scale_floor = 1e-6 * abs(objective(bench, args))
+    step = float(np.finfo(precision).eps) ** (1.0 / 3.0)
+    floor = 1e-6 * abs(objective(bench, args))
     error = 0.0
     for index, kind in enumerate(bench.activity):
         if kind == "const":
             continue
         derivative = np.asarray(gradient[index], dtype=np.float64)
-        picked = _entries(derivative, entries, rng)
-        differences = [_central_difference(bench, args, index, entry) for entry in picked]
-        scale = max(float(np.max(np.abs(derivative))) if derivative.size else 0.0, scale_floor, 1e-300)
-        for entry, difference in zip(picked, differences):
-            error = max(error, abs(difference - float(derivative.ravel()[entry])) / scale)
+        value = np.asarray(args[index], dtype=np.float64)
+        direction = _direction(derivative, rng)
+        error = max(error, _difference_error(bench, args, index, params[index], derivative, direction, step, floor))
+        if precision == np.float64:
+            scale = max(float(np.max(np.abs(derivative))) if derivative.size else 0.0, floor)
+            for entry in _entries(derivative, entries, rng):
+                unit = np.zeros(value.shape)
+                unit.ravel()[entry] = 1.0
+                error = max(error, _difference_error(bench, args, index, params[index], derivative, unit, step, scale))
     check.record(error if math.isfinite(error) else math.inf)
     return check
 
 
-def _central_difference(bench: suite.Benchmark, args: tuple, index: int, entry: int) -> float:
-    """(L(x + h e) - L(x - h e)) / 2h for entry `entry` of parameter `index`."""
-    value = args[index]
-    point = float(value.ravel()[entry]) if isinstance(value, np.ndarray) else float(value)
-    step = 6e-6 * max(1.0, abs(point))
+def _direction(derivative: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """v = sign(g) u, u uniform on [0.5, 1] (a random sign where g is 0): <g, v> = sum |g v| has no
+    cancellation, so a gradient off by a factor, or of a wrong sign anywhere, is off by as much along v."""
+    signs = np.where(derivative != 0.0, np.sign(derivative), rng.choice((-1.0, 1.0), derivative.shape))
+    return signs * rng.uniform(0.5, 1.0, derivative.shape)
 
-    def moved(delta: float) -> tuple:
-        if isinstance(value, np.ndarray):
-            array = value.copy()
-            array.ravel()[entry] = point + delta
-            return args[:index] + (array,) + args[index + 1:]
-        return args[:index] + (point + delta,) + args[index + 1:]
-    return (objective(bench, moved(step)) - objective(bench, moved(-step))) / (2.0 * step)
+
+def _precision(kernel: Kernel) -> type[np.floating]:
+    """float32 if a float parameter or the return value of `kernel` is f32, else float64."""
+    params, return_type = kernel.signature()
+    types = [p.type.element if isinstance(p.type, ArrayType) else p.type for p in params] + [return_type]
+    return np.float32 if any(ty.is_float and ty.numpy_dtype == np.float32 for ty in types) else np.float64
+
+
+def _difference_error(bench: suite.Benchmark, args: tuple, index: int, param: Parameter, derivative: np.ndarray,
+                      direction: np.ndarray, step: float, floor: float) -> float:
+    """|L(x + h v) - L(x - h v) - <g, x+ - x->| / (sum |g| |x+ - x-| or `floor` |x+ - x-|, the larger): the
+    central difference along v of parameter `index`, x+ and x- as rounded to its type, against the gradient g
+    (first order in the step actually taken, so rounding the step to f32 costs nothing)."""
+    ty = param.type.element if isinstance(param.type, ArrayType) else param.type
+    value = np.asarray(args[index], dtype=np.float64)
+    h = step * max(1.0, float(np.max(np.abs(value))) if value.size else 1.0)
+    plus = (value + h * direction).astype(ty.numpy_dtype)
+    minus = (value - h * direction).astype(ty.numpy_dtype)
+    moved = plus.astype(np.float64) - minus.astype(np.float64)
+
+    def at(point: np.ndarray) -> float:
+        replaced = point if isinstance(args[index], np.ndarray) else float(point)
+        return objective(bench, args[:index] + (replaced,) + args[index + 1:])
+    difference = at(plus) - at(minus)
+    expected = float(np.sum(derivative * moved))
+    scale = max(float(np.sum(np.abs(derivative * moved))), floor * float(np.max(np.abs(moved), initial=0.0)), 1e-300)
+    return abs(difference - expected) / scale
 
 
 def ir_sizes(kernel: Kernel, activity: Sequence[str]) -> dict[str, int]:
