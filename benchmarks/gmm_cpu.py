@@ -11,7 +11,7 @@ after a warm-up call that compiles (half as many at d=64):
 - `isozyme prange`: the objective with a `prange` over the points (`benchmarks/opencl_gpu.py`), on the
   thread pool (`iz.get_num_threads()` threads: the CPUs this process may use);
 - `isozyme prange reassoc`: both;
-- `jax`: ADBench's JAX formulation, `jax.jit(jax.grad(...))` (`benchmarks/suite/peer_jax.py`), when JAX is
+- `jax`: ADBench's JAX formulation, `jax.jit(jax.grad(...))` (`isozyme/benchmark_suite/peer_jax.py`), when JAX is
   installed (it uses the same CPUs; run under `taskset` to compare on fewer).
 
 Checks: every result of every call, the warm-up's included, against the first result of `isozyme`
@@ -45,7 +45,8 @@ def variants(d: int, K: int, n: int) -> tuple[tuple, dict[str, tuple[Callable[[]
     """The arguments and, per variant, its call (the gradients in alphas, means, icf) and tolerance."""
     from gmm import gmm_objective  # examples/gmm.py
     from opencl_gpu import gmm_prange
-    from suite.gmm import make_args
+
+    from isozyme.benchmark_suite.gmm import make_args
 
     args = make_args(d, K, n)
     table: dict[str, tuple[Callable[[], tuple], float]] = {}
@@ -57,7 +58,7 @@ def variants(d: int, K: int, n: int) -> tuple[tuple, dict[str, tuple[Callable[[]
         gradient = iz.grad(kernel, argnums=(0, 1, 2))
         table[name] = ((lambda gradient=gradient: tuple(gradient(*args))), tolerance)
     try:
-        from suite import peer_jax
+        from isozyme.benchmark_suite import peer_jax
     except ImportError:
         return args, table
     call = peer_jax.prepare("gmm", args, {})

@@ -6,7 +6,7 @@
    `ISOZYME_CACHE_DIR` is a new empty directory. The child times (`time.perf_counter`) `import isozyme`, and
    separately the kernel's first call, which lowers, optimizes, runs LLVM, stores the object code and loads
    it; the example module's import and the inputs are not timed. numba: the same in a fresh process, with
-   `numba_peers.py` (`cache=True`, `NUMBA_CACHE_DIR` a new empty directory).
+   isozyme/benchmark_suite/numba_peers.py (`cache=True`, `NUMBA_CACHE_DIR` a new empty directory).
 2. Warm load: a second fresh process on the same cache directory; the first call again (target: at most
    20 ms, without loading llvmlite). The children report `isozyme.runtime.disk_cache.stats` and whether
    llvmlite was imported: the cold one must show a miss and a store, the warm one a hit and no miss, else
@@ -44,7 +44,8 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-HERE = os.path.join(ROOT, "benchmarks")
+NUMBA_PEERS = os.path.join(ROOT, "isozyme", "benchmark_suite", "numba_peers.py")
+"""The numba versions of the kernels, loaded by path: importing them needs numba, never isozyme."""
 CHILD_GMM_SIZE = (3, 5, 20)
 """d, K, n of the inputs of the compile-time children: the first call's run time is negligible."""
 PHASES = [
@@ -84,6 +85,15 @@ def _load_example(name: str):
     import importlib.util
     path = os.path.join(ROOT, "examples", f"{name}.py")
     spec = importlib.util.spec_from_file_location(f"isozyme_example_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _load_numba_peers():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("numba_peers", NUMBA_PEERS)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
@@ -155,8 +165,7 @@ def child(tool: str, kernel: str, phases: bool, cold: bool) -> dict:
         module = _load_example(kernel)
         function = module.norm if kernel == "norm" else module.gmm_objective
     else:
-        sys.path.insert(0, HERE)
-        import numba_peers
+        numba_peers = _load_numba_peers()
         function = getattr(numba_peers, "norm" if kernel == "norm" else "gmm_objective")
     args = _child_inputs(kernel)
     if phases:
@@ -221,8 +230,7 @@ from isozyme.benchmark_checks import MISMATCH, Check, exit_status  # noqa: E402
 try:
     import numba
 
-    sys.path.insert(0, HERE)
-    import numba_peers
+    numba_peers = _load_numba_peers()
 except ImportError as _error:
     numba = numba_peers = None
     NUMBA_MISSING = str(_error)

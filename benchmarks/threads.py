@@ -172,7 +172,8 @@ def gradient_row(label: str, gradient: Callable, serial: Callable | None, args: 
 def gmm_rows(count: int, repeats: int, quick: bool) -> list[dict[str, object]]:
     from gmm import gmm_objective  # examples/gmm.py
     from opencl_gpu import gmm_prange
-    from suite.gmm import make_args
+
+    from isozyme.benchmark_suite.gmm import make_args
 
     rows = []
     for d, K in ([(2, 5)] if quick else [(10, 25), (64, 100)]):

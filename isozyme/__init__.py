@@ -46,9 +46,21 @@ erf = MATH_FUNCTIONS["erf"]
 
 __version__ = VERSION
 
+
+def compare(kernel: Kernel, *args: object, **options: object) -> object:
+    """The bench on your kernel (`python -m isozyme bench FILE.py:kernel --args ...` in Python): the primal
+    and the gradients of the optimized program (post) and of the program as written (pre) timed, their IR
+    sizes per stage, every result checked (pre against post, finite differences, the Python function). Returns
+    the row (`.timings`, `.speedup`, `.ratio`, `.ir_sizes`, `.checks`); options and checks as
+    `isozyme.kernel_comparison.compare` documents them. Imported at the first call: a tool, not the compiler."""
+    from isozyme.kernel_comparison import compare as compare_kernel
+
+    return compare_kernel(kernel, *args, **options)  # type: ignore[arg-type]
+
+
 __all__ = [
     "Active", "Array", "CompileError", "Const", "DeviceArray", "DifferentiationError", "Duplicated", "Kernel",
-    "acos", "asin", "atan", "atan2", "autodiff", "boolean", "ceil", "cos", "cosh", "empty", "erf", "exp",
+    "acos", "asin", "atan", "atan2", "autodiff", "boolean", "ceil", "compare", "cos", "cosh", "empty", "erf", "exp",
     "expm1", "f32", "f64", "fabs", "floor", "fwddiff", "get_num_threads", "grad", "hvp", "i32", "i64", "kernel",
     "log", "log1p", "pow", "prange", "profile", "set_num_threads", "show_cache", "show_ir", "show_memory",
     "sigmoid", "sin", "sinh", "sqrt", "tan", "tanh", "testing", "to_device", "zeros",

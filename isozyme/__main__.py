@@ -11,8 +11,11 @@
         print the IR of the kernels of a Python file at a stage of the compiler (with --activity, the
         llvm, llvm-opt and opencl stages show the gradient's code); --dot also writes its CFG for Graphviz
     isozyme bench [--suite quick|full] [--backend llvm|opencl] [--peers ...] [--json FILE] [--plot FILE]
-        the main job: primal and gradient (opt="post" and "pre") times on the suite of benchmarks/suite,
-        run from the repository root (isozyme/benchmarking.py)
+        the main job: primal and gradient (opt="post" and "pre") times on the suite of isozyme/benchmark_suite,
+        from any directory (isozyme/benchmarking.py)
+    isozyme bench FILE.py:kernel --args EXPR [--args ...] [--activity dup,const,...] [--json FILE] [--plot FILE]
+        the same on your kernel, with its IR sizes per stage and a finite-difference check
+        (isozyme/kernel_comparison.py); exit status 2 for a bad spec or bad arguments
 
 Arguments of `run` are Python literals read by the parameter's type: `3`, `2.5`, `true`, and nested
 lists for arrays (`"[[1, 2], [3, 4]]"` for an `f64[?,?]`).

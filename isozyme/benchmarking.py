@@ -2,9 +2,10 @@
 
     python -m isozyme bench [--suite quick|full] [--backend llvm|opencl] [--peers numba,jax,torch]
                             [--only gmm,ba] [--min-time 0.2] [--json FILE] [--plot FILE.svg]
+    python -m isozyme bench FILE.py:kernel --args EXPR ...   (the user's kernel: isozyme/kernel_comparison.py)
 
-For every benchmark of `benchmarks/suite` (run from the repository root: the suite is not installed with
-the package) and every size of the chosen suite, one row: the primal time; the gradient's time with
+For every benchmark of the suite (`isozyme/benchmark_suite`, installed with the package: the command runs from
+any directory) and every size of the chosen suite, one row: the primal time; the gradient's time with
 `opt="post"` (AD of the optimized program) and `opt="pre"` (AD of the program as written, optimized
 afterwards); their ratio pre/post; the gradient/primal ratio (post); and the compile times of the three.
 
@@ -16,7 +17,7 @@ a call may write, and fresh zero shadows for a gradient, are made before each ca
 region. Machines here are shared and noisy: the variants of one row are measured in one interleaved run so
 their ratios are fair.
 
-Peers (`--peers`, when installed and when the suite defines them for a benchmark, `benchmarks/suite/peers`):
+Peers (`--peers`, when installed and when the suite defines them for a benchmark, `isozyme/benchmark_suite/peers.py`):
 numba for the primal, JAX `jit(grad)` and PyTorch for gradients; their columns hold their time per call.
 
 Checks (`isozyme/benchmark_checks.py`): the result of every call, the first and every timed one, of every
@@ -55,7 +56,9 @@ from typing import Any
 
 import numpy as np
 
+from isozyme import benchmark_suite as suite
 from isozyme.benchmark_checks import MISMATCH, Check, checks_json, exit_status
+from isozyme.benchmark_suite import peers as peer_module
 
 Prepared = Callable[[], object]
 Variant = Callable[[], Prepared]
@@ -119,6 +122,8 @@ class Row:
     peers: dict[str, Timing] = field(default_factory=dict)
     checks: dict[str, Check] = field(default_factory=dict)
     """The results of every variant and peer against the row's references (module docstring)."""
+    ir_sizes: dict[str, int] = field(default_factory=dict)
+    """Instructions at each stage of the compiler (a user's kernel, `kernel_comparison.IR_STAGES`)."""
 
     @property
     def passed(self) -> bool:
@@ -218,10 +223,6 @@ def _checked_gradient(bench: Any, args: tuple, suite: Any, references: Reference
 def _checked_peers(bench: Any, args: tuple, peers: Sequence[str], references: References) -> dict[str, Checked]:
     """The peers of `peers` that are installed and defined for the benchmark, each checked: the gradient
     peers against the reference gradient, numba against the numpy reference."""
-    try:
-        from benchmarks.suite import peers as peer_module  # type: ignore[import-not-found]
-    except ImportError:
-        return {}
     found = {}
     for peer in peers:
         make = peer_module.variant(bench.name, peer)
@@ -282,11 +283,21 @@ class Progress:
 def run_suite(suite_name: str, min_time: float, peers: Sequence[str] = (), only: Iterable[str] | None = None,
               stream: Any = sys.stderr) -> list[Row]:
     """Measure every benchmark of the suite at every size of `suite_name` (module docstring)."""
-    from benchmarks import suite  # type: ignore[import-not-found]
-
     wanted = set(only) if only else None
     work = [(bench, size) for bench in suite.all_benchmarks() if wanted is None or bench.name in wanted
             for size in bench.sizes[suite_name]]
+    return measure_rows(work, min_time, peers, stream)
+
+
+ExtraChecks = Callable[[tuple, References], Mapping[str, Check]]
+"""Checks of a row beyond its variants' (`kernel_comparison.py`'s finite differences), made after the timing
+from the row's arguments and references."""
+
+
+def measure_rows(work: Sequence[tuple[Any, Mapping[str, Any]]], min_time: float, peers: Sequence[str] = (),
+                 stream: Any = sys.stderr, extra_checks: ExtraChecks | None = None) -> list[Row]:
+    """A row per (benchmark, size) of `work`, each measured and checked (module docstring), under a
+    progress bar on `stream`."""
     progress = Progress(len(work), stream)
     rows = []
     for bench, size in work:
@@ -297,6 +308,8 @@ def run_suite(suite_name: str, min_time: float, peers: Sequence[str] = (), only:
         peer_variants = _checked_peers(bench, args, peers, references) if peers else {}
         timings, peer_timings = measure(variants, min_time), measure(peer_variants, min_time)
         checks = {name: variant.check for name, variant in {**variants, **peer_variants}.items()}
+        if extra_checks is not None:
+            checks.update(extra_checks(args, references))
         rows.append(Row(bench.name, bench.label(size), float(bench.scale(size)), timings, peer_timings, checks))
     progress.step("done")
     progress.finish()
@@ -364,7 +377,8 @@ def to_json(rows: Sequence[Row], suite: str, backend: str) -> dict[str, Any]:
             "cpus": os.cpu_count(), "python": platform.python_version(), "passed": all(r.passed for r in rows),
             "rows": [{"benchmark": r.benchmark, "label": r.label, "scale": r.scale, "speedup": r.speedup,
                       "ratio": r.ratio, "timings": {k: asdict(v) for k, v in r.timings.items()},
-                      "peers": {k: asdict(v) for k, v in r.peers.items()}, "check": checks_json(r.checks)}
+                      "peers": {k: asdict(v) for k, v in r.peers.items()}, "check": checks_json(r.checks),
+                      **({"ir_sizes": r.ir_sizes} if r.ir_sizes else {})}
                      for r in rows]}
 
 
@@ -438,7 +452,16 @@ def plot_svg(rows: Sequence[Row], path: str) -> bool:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--suite", choices=("quick", "full"), default="quick")
+    parser.add_argument("kernel", nargs="?", default=None, metavar="FILE.py:kernel",
+                        help="measure this kernel instead of the suite (isozyme/kernel_comparison.py), with --args")
+    parser.add_argument("--args", action="append", default=[], metavar="EXPR",
+                        help="the kernel's arguments: a Python expression with np, rng and the module's globals; "
+                             "repeat for more rows")
+    parser.add_argument("--activity", default=None, help="const, dup or active per parameter, comma-separated "
+                        "(default: float arrays dup, float scalars active, the rest const)")
+    parser.add_argument("--reference", choices=("python", "O0"), default="python",
+                        help="the kernel's primal reference: the undecorated Python function or the kernel at O0")
+    parser.add_argument("--suite", choices=("quick", "full"), default=None, help="default quick")
     parser.add_argument("--backend", choices=("llvm", "opencl"), default="llvm")
     parser.add_argument("--peers", default="", help="comma-separated: numba, jax, torch (those installed)")
     parser.add_argument("--only", default="", help="comma-separated benchmark names")
@@ -450,15 +473,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def command_bench(args: argparse.Namespace) -> int:
     os.environ["ISOZYME_CACHE"] = "off"  # compile times are real, and no stale entry is timed
     os.environ["ISOZYME_BACKEND"] = args.backend
-    sys.path.insert(0, os.getcwd())
-    try:
-        import benchmarks.suite  # type: ignore[import-not-found]  # noqa: F401
-    except ImportError as error:
-        print(f"isozyme bench: cannot import benchmarks.suite ({error}); run it from the repository root",
+    if args.kernel is not None:
+        from isozyme.kernel_comparison import command_compare
+        return command_compare(args)
+    if args.args or args.activity:
+        print("isozyme bench: --args and --activity are for a kernel (FILE.py:kernel), not the suite",
               file=sys.stderr)
-        return 1
+        return 2
+    args.suite = args.suite or "quick"
     peers = [p for p in args.peers.split(",") if p]
     only = [o for o in args.only.split(",") if o] or None
+    known = [bench.name for bench in suite.all_benchmarks()]
+    unknown = [name for name in only or () if name not in known]
+    if unknown:
+        print(f"isozyme bench: --only: no benchmark {', '.join(unknown)} (known: {', '.join(known)})", file=sys.stderr)
+        return 2
     started = time.perf_counter()
     rows = run_suite(args.suite, args.min_time, peers, only)
     print(f"isozyme bench --suite {args.suite} --backend {args.backend}: {len(rows)} rows in "

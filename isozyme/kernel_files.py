@@ -1,4 +1,4 @@
-"""Loading kernels from Python files for the command line (`isozyme ir FILE.py:kernel`)."""
+"""Loading kernels from Python files for the command line (`isozyme ir FILE.py:kernel`, `isozyme bench`)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,11 @@ from isozyme.runtime.kernel import Kernel
 
 def load_kernels(path: str) -> dict[str, Kernel]:
     """Import the Python file at `path` and return its kernels by name, in definition order."""
+    return {key: value for key, value in load_module(path).items() if isinstance(value, Kernel)}
+
+
+def load_module(path: str) -> dict[str, object]:
+    """Import the Python file at `path` (its folder on `sys.path` while it runs) and return its globals."""
     file = Path(path).resolve()
     name = f"_isozyme_cli_{file.stem}_{abs(hash(str(file)))}"
     spec = importlib.util.spec_from_file_location(name, file)
@@ -23,7 +28,7 @@ def load_kernels(path: str) -> dict[str, Kernel]:
         spec.loader.exec_module(module)
     finally:
         sys.path.remove(str(file.parent))
-    return {key: value for key, value in vars(module).items() if isinstance(value, Kernel)}
+    return vars(module)
 
 
 def find_kernels(spec: str) -> list[Kernel]:

@@ -1,4 +1,4 @@
-"""The benchmark kernels of benchmarks/suite/ (issue 10): faithful to their references.
+"""The benchmark kernels of isozyme/benchmark_suite/ (issue 10): faithful to their references.
 
 - GMM, BA and LSTM against ADBench's published golden values (its C++ module tests, awf/ADBench
   test/cpp/modules/common/{Gmm,Ba,Lstm}Tests.cpp, on its test inputs data/gmm/test.txt, data/ba/test.txt and
@@ -6,20 +6,17 @@
 - Every benchmark on small seeded inputs: the primal kernel equals its numpy reference; the gradient with
   opt="post" and with opt="pre" matches central finite differences of the numpy reference's objective (at a
   few seeded coordinates of every differentiated argument) and the two agree with each other.
-- The suite's shape: sizes, activities and generators as `benchmarks/suite/__init__.py` documents them.
+- The suite's shape: sizes, activities and generators as `isozyme/benchmark_suite/__init__.py` documents them.
 """
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from benchmarks.suite import (  # noqa: E402
+from isozyme.benchmark_suite import (
     Benchmark,
     all_benchmarks,
     ba,
@@ -311,3 +308,32 @@ def test_sizes_are_the_issues() -> None:
     assert {"N": 32} in BENCHMARKS["brusselator"].sizes["full"]
     assert {"width": 255, "steps": 1000, "batch": 16} in BENCHMARKS["mlp"].sizes["full"]
     assert {"n": 49, "m": 7776, "p": 31843} in ba.BENCHMARK.sizes["full"]
+
+
+EXAMPLE_COPIES = {
+    "norm": ("norm", ("mag", "norm")),
+    "relu3": ("relu3", ("relu3_sum",)),
+    "gmm": ("gmm_kernels", ("logsumexp", "sqnorm", "qtimesx", "log_wishart_prior", "gmm_objective", "HALF_LOG_2PI",
+                            "log_gamma_distrib", "GMMInput", "gmm_data", "_logsumexp_numpy", "gmm_objective_numpy")),
+}
+"""example -> (suite module, the names it copies from the example): the suite ships inside the package, so it
+holds copies of the examples' kernels (and GMM's data and numpy reference), which must stay the same code."""
+
+
+@pytest.mark.parametrize("example", sorted(EXAMPLE_COPIES))
+def test_the_suite_holds_the_examples_code(example: str) -> None:
+    import importlib
+    import inspect
+
+    from example_modules import load_example
+
+    original = load_example(example)
+    module_name, names = EXAMPLE_COPIES[example]
+    copy = importlib.import_module(f"isozyme.benchmark_suite.{module_name}")
+    for name in names:
+        theirs, ours = getattr(original, name), getattr(copy, name)
+        if isinstance(theirs, float):
+            assert ours == theirs, name
+            continue
+        theirs, ours = getattr(theirs, "py_func", theirs), getattr(ours, "py_func", ours)
+        assert inspect.getsource(ours) == inspect.getsource(theirs), f"{name} differs from examples/{example}.py"

@@ -1,4 +1,4 @@
-"""The peers of `python -m isozyme bench` (benchmarks/suite/peers.py) compute what isozyme computes.
+"""The peers of `python -m isozyme bench` (isozyme/benchmark_suite/peers.py) compute what isozyme computes.
 
 For every benchmark of the suite and every peer, on the benchmark's smallest "quick" size: the gradient
 peers' derivative (JAX `jit(grad)`, PyTorch eager and `torch.compile`) equals isozyme's (`run_gradient`,
@@ -14,15 +14,11 @@ from __future__ import annotations
 
 import functools
 import os
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from benchmarks.suite import Gradient, all_benchmarks, peers, run_gradient, run_primal  # noqa: E402
+from isozyme.benchmark_suite import Gradient, all_benchmarks, peers, run_gradient, run_primal  # noqa: E402
 
 RTOL = peers.PEER_TOLERANCE
 NAMES = tuple(bench.name for bench in all_benchmarks())

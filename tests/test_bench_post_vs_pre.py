@@ -15,7 +15,7 @@ from collections import Counter
 
 import pytest
 
-from benchmarks.suite import all_benchmarks
+from isozyme.benchmark_suite import all_benchmarks
 from isozyme.enzyme_ad.gradient import Gradient
 from isozyme.optimize.call_graph import callees
 from isozyme.runtime.compiled_derivatives import differentiate, parse_activity

@@ -11,16 +11,14 @@ Skipped, with the reason, where pyopencl or an OpenCL device is missing (PoCL gi
   from the body of a `prange` loop (a private C array per work item, or its slice of a scratch buffer),
   which must run in parallel: primal on opencl equal to the interpreter and llvm, gradients (`iz.autodiff`,
   opt "post" and "pre") equal to llvm.
-- **ADBench BA** (`benchmarks/suite/ba.py`, helpers taking a local array): `ba_objective` and
+- **ADBench BA** (`isozyme/benchmark_suite/ba.py`, helpers taking a local array): `ba_objective` and
   `ba_sum_of_squares`, their gradients, and the Jacobian blocks driver, on opencl equal to llvm.
 """
 
 from __future__ import annotations
 
 import re
-import sys
 import warnings
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -42,10 +40,7 @@ try:
 except OpenCLUnavailable as error:  # pragma: no cover - depends on the machine
     pytest.skip(f"no OpenCL device: {error}", allow_module_level=True)
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-from benchmarks.suite import annotate, ba, run_gradient  # noqa: E402
+from isozyme.benchmark_suite import annotate, ba, run_gradient  # noqa: E402
 
 
 def kernels(inline: bool) -> SimpleNamespace:

@@ -13,7 +13,7 @@ CI (PoCL) the same tests run once each at small sizes.
 - the GMM objective with its loop over points a `prange` (benchmarks/opencl_gpu.py, the kernel whose
   gradient was wrong on an H100) at ADBench's sizes n=1000 d=10 K=25, n=1000 d=64 K=100 and n=100k d=10 K=25,
   against the llvm gradient of examples/gmm.py's serial kernel;
-- ADBench's GMM, BA (sum of squares) and LSTM gradients (benchmarks/suite) at their sizes;
+- ADBench's GMM, BA (sum of squares) and LSTM gradients (isozyme/benchmark_suite) at their sizes;
 - the examples' kernels and gradients (heat, matvec, the MLP, norm).
 
 Every comparison is with the llvm backend on the same inputs, to 1e-10 of the largest magnitude (the order
@@ -22,10 +22,8 @@ of float additions in reductions and atomic adds differs).
 
 from __future__ import annotations
 
-import sys
 import warnings
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -39,14 +37,8 @@ pytest.importorskip("pyopencl", reason="the opencl backend needs pyopencl")
 
 import test_opencl_parallel as parallel  # noqa: E402  (after the skip: it needs pyopencl too)
 
+from isozyme.benchmark_suite import Benchmark, all_benchmarks, run_gradient  # noqa: E402
 from isozyme.runtime.opencl_backend import SerialLoopWarning  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[1]
-for folder in (ROOT, ROOT / "benchmarks"):
-    if str(folder) not in sys.path:
-        sys.path.insert(0, str(folder))
-
-from benchmarks.suite import Benchmark, all_benchmarks, run_gradient  # noqa: E402
 
 RTOL = 1e-10
 WORK_ITEMS = 100_003 if real_sizes() else 4_099

@@ -1,7 +1,8 @@
-"""numba `@njit` versions of the kernels that `llvm_backend.py` measures, written with the same loops.
+"""numba `@njit` versions of the kernels that `benchmarks/llvm_backend.py` measures, written with the same loops.
 
-Imported only by `benchmarks/llvm_backend.py` (in its process, and in the fresh processes that time numba's
-cold compile and its warm load from numba's cache); importing it needs numba, never isozyme. Functions are
+Loaded by path by `benchmarks/llvm_backend.py` (in its process, and in the fresh processes that time numba's
+cold compile and its warm load from numba's cache): it imports numba and numpy, never isozyme. The bench's
+numba peer (peer_numba.py) reuses its norm and gmm. Functions are
 compiled with numba's defaults (no fast-math, no bounds checks), the settings isozyme's `llvm` backend uses
 by default. `ISOZYME_BENCH_NUMBA_CACHE=1` turns on `cache=True` (the fresh-process runs set it, together
 with `NUMBA_CACHE_DIR`, so no cache file is written next to this file).

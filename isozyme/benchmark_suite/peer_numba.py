@@ -2,7 +2,7 @@
 
 Every function takes the kernel's arguments, in its parameter order, and is its kernel loop for loop (same
 helper functions, local arrays, order of operations), `iz.<f>` read as `math.<f>` and `iz.empty` as
-`np.empty`. norm and gmm are benchmarks/numba_peers.py's (the llvm_backend benchmark's), reused. numba's
+`np.empty`. norm and gmm are isozyme/benchmark_suite/numba_peers.py's (the llvm_backend benchmark's), reused. numba's
 defaults (no fast-math, no bounds checks), as isozyme's `llvm` backend. Compiled on the first call.
 """
 
@@ -14,7 +14,7 @@ from collections.abc import Callable
 import numpy as np
 from numba import njit
 
-from benchmarks import numba_peers
+from isozyme.benchmark_suite import numba_peers
 
 ODE_DECAY = 1.2
 BRUSSELATOR_DOMAIN = (0.0, 1.0, 0.0, 1.0)

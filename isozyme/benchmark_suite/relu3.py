@@ -1,4 +1,4 @@
-"""The cubic ReLU of examples/relu3.py (imported): `relu3_sum(x) = sum(x_i**3 for x_i > 0)`, a branch in a
+"""The cubic ReLU of examples/relu3.py (its kernel `relu3_sum`): `relu3_sum(x) = sum(x_i**3 for x_i > 0)`, a branch in a
 loop, the shape `iz.grad` takes. Inputs standard normal, so half the branches are taken.
 """
 
@@ -6,11 +6,21 @@ from __future__ import annotations
 
 import numpy as np
 
-from benchmarks.suite import Benchmark, Primal, load_example
+import isozyme as iz
+from isozyme import Array, f64
+from isozyme.benchmark_suite import Benchmark, Primal
 
-_example = load_example("relu3")
-relu3 = _example.relu3
-relu3_sum = _example.relu3_sum
+
+# examples/relu3.py's kernel, the same source (tests/test_bench_kernels.py checks it), here so that the suite
+# runs from an installed package.
+@iz.kernel
+def relu3_sum(x: Array[f64]) -> f64:
+    s = 0.0
+    for i in range(len(x)):
+        xi = x[i]
+        if xi > 0.0:
+            s += xi**3
+    return s
 
 
 def make_args(n: int, seed: int = 0) -> tuple:

@@ -2,7 +2,7 @@
 
 Each loss is the function its kernel computes, written the way a JAX user would write it (vectorized, no
 element loops): the scalar that isozyme's gradient differentiates, `seed_return * return_value +
-sum(<seed, output>)` over the written outputs (`objective` in benchmarks/suite/__init__.py). Its first
+sum(<seed, output>)` over the written outputs (`objective` in isozyme/benchmark_suite/__init__.py). Its first
 arguments are the kernel parameters differentiated (the "dup" and "active" ones the kernel reads, in
 parameter order: `JaxPeer.keys`), then the constants (the other inputs and the seeds), then, as keywords,
 the integers that fix shapes or trip counts (static under `jax.jit`). Float64 throughout: importing this
@@ -36,7 +36,7 @@ from jax.scipy.special import logsumexp
 jax.config.update("jax_enable_x64", True)
 
 HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
-ODE_DECAY = 1.2                     # benchmarks/suite/ode.py's DECAY
+ODE_DECAY = 1.2                     # isozyme/benchmark_suite/ode.py's DECAY
 BRUSSELATOR_DOMAIN = (0.0, 1.0, 0.0, 1.0)  # brusselator.py's XMIN, XMAX, YMIN, YMAX
 
 

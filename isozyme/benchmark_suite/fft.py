@@ -21,8 +21,8 @@ import math
 import numpy as np
 
 import isozyme as iz
-from benchmarks.suite import Benchmark, Primal
 from isozyme import Array, f64, i64
+from isozyme.benchmark_suite import Benchmark, Primal
 
 PI = math.pi
 

@@ -1,4 +1,4 @@
-"""ADBench's Gaussian mixture model objective: the kernels of examples/gmm.py (imported), ADBench's sizes.
+"""ADBench's Gaussian mixture model objective: the kernels of examples/gmm.py (gmm_kernels.py), ADBench's sizes.
 
 The objective is `gmm_objective(alphas, means, icf, x, gamma, m, log_gamma_d)` of the example (its docstring
 gives the formula and ADBench's `icf` layout); the gradient is with respect to alphas, means and icf
@@ -19,12 +19,14 @@ from dataclasses import replace
 import numpy as np
 
 import isozyme as iz
-from benchmarks.suite import Benchmark, Primal, load_example
-
-_example = load_example("gmm")
-gmm_objective = _example.gmm_objective
-log_gamma_distrib = _example.log_gamma_distrib
-GMMInput = _example.GMMInput
+from isozyme.benchmark_suite import Benchmark, Primal
+from isozyme.benchmark_suite.gmm_kernels import (
+    GMMInput,
+    gmm_data,
+    gmm_objective,
+    gmm_objective_numpy,
+    log_gamma_distrib,
+)
 
 FULL_D = (2, 10, 20, 64)
 FULL_K = (5, 10, 25, 50, 100)
@@ -38,7 +40,7 @@ def args_of(data: GMMInput) -> tuple:
 
 
 def make_args(d: int, K: int, n: int = 1000, seed: int = 0) -> tuple:
-    return args_of(_example.gmm_data(d, K, n, seed=seed))
+    return args_of(gmm_data(d, K, n, seed=seed))
 
 
 def read_adbench_gmm(text: str, replicate_point: bool = False) -> GMMInput:
@@ -59,7 +61,7 @@ def read_adbench_gmm(text: str, replicate_point: bool = False) -> GMMInput:
 
 
 def reference(alphas, means, icf, x, gamma, m, log_gamma_d) -> Primal:
-    return Primal(_example.gmm_objective_numpy(GMMInput(alphas, means, icf, x, gamma, m)))
+    return Primal(gmm_objective_numpy(GMMInput(alphas, means, icf, x, gamma, m)))
 
 
 BENCHMARK = Benchmark(

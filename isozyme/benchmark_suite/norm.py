@@ -1,4 +1,4 @@
-"""DESIGN section 1's `norm` (examples/norm.py, imported): out = x / |x| with `mag(x, n)` called inside the
+"""DESIGN section 1's `norm` (the kernels of examples/norm.py): out = x / |x| with `mag(x, n)` called inside the
 loop, which O2 hoists. Swept over n: post-optimization AD is O(n), pre-optimization AD O(n^2).
 
 The gradient is one reverse sweep with the cotangent of `out` seeded (uniform random weights, fixed per n).
@@ -8,11 +8,25 @@ from __future__ import annotations
 
 import numpy as np
 
-from benchmarks.suite import Benchmark, Primal, load_example
+import isozyme as iz
+from isozyme import Array, f64, i64
+from isozyme.benchmark_suite import Benchmark, Primal
 
-_example = load_example("norm")
-mag = _example.mag
-norm = _example.norm
+
+# examples/norm.py's kernels, the same source (tests/test_bench_kernels.py checks it), here so that the suite
+# runs from an installed package.
+@iz.kernel
+def mag(x: Array[f64], n: i64) -> f64:
+    s = 0.0
+    for i in range(n):
+        s += x[i] * x[i]
+    return iz.sqrt(s)          # math.sqrt works too
+
+
+@iz.kernel
+def norm(out: Array[f64], x: Array[f64], n: i64):
+    for i in range(n):
+        out[i] = x[i] / mag(x, n)
 
 
 def make_args(n: int, seed: int = 0) -> tuple:

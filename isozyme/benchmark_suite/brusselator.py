@@ -18,8 +18,8 @@ from __future__ import annotations
 import numpy as np
 
 import isozyme as iz
-from benchmarks.suite import Benchmark, Primal
 from isozyme import Array, f64
+from isozyme.benchmark_suite import Benchmark, Primal
 
 XMIN, XMAX, YMIN, YMAX = 0.0, 1.0, 0.0, 1.0
 PARAMS = (3.4, 1.0, 10.0)  # A, B, alpha

@@ -32,8 +32,8 @@ from __future__ import annotations
 import numpy as np
 
 import isozyme as iz
-from benchmarks.suite import Benchmark, Gradient, Primal
 from isozyme import Array, f64, i64
+from isozyme.benchmark_suite import Benchmark, Gradient, Primal
 
 N_CAM_PARAMS = 11
 

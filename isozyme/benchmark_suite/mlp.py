@@ -20,8 +20,8 @@ from __future__ import annotations
 import numpy as np
 
 import isozyme as iz
-from benchmarks.suite import Benchmark, Primal
 from isozyme import Array, f64, i64
+from isozyme.benchmark_suite import Benchmark, Primal
 
 
 @iz.kernel

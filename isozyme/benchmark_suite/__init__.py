@@ -5,7 +5,7 @@ Python) reference of what the kernel computes, and `BENCHMARK`, a `Benchmark` (b
 tuple of them where one module holds several (ode.py: Euler and RK4). A harness iterates over them without
 knowing anything else about the modules:
 
-    from benchmarks.suite import all_benchmarks, run_primal, run_gradient
+    from isozyme.benchmark_suite import all_benchmarks, run_primal, run_gradient
 
     for bench in all_benchmarks():
         for size in bench.sizes["quick"]:              # or "full"
@@ -45,29 +45,29 @@ scalar (a custom `gradient` driver documents its own keys: BA's are the names of
 `Primal.results()` and `Gradient.results()` put what a call computed in one mapping, the form the bench's
 checks compare (the return value under "value").
 
-The modules, in table order (`MODULES`): norm and relu3 (examples/, imported), gmm (ADBench, the kernel of
-examples/gmm.py), ba and lstm (ADBench), ode (Enzyme: Euler and RK4), fft (Enzyme), brusselator (Enzyme's
-ode-real vector-Jacobian product), mlp (SGD training in the kernel). Each module's docstring says where its
-facts (formulas, constants, data) come from and where the kernel departs from the reference's code.
+The modules, in table order (`MODULES`): norm and relu3 (the kernels of examples/norm.py and relu3.py), gmm
+(ADBench, examples/gmm.py's kernel in gmm_kernels.py), ba and lstm (ADBench), ode (Enzyme: Euler and RK4),
+fft (Enzyme), brusselator (Enzyme's ode-real vector-Jacobian product), mlp (SGD training in the kernel). Each
+module's docstring says where its facts (formulas, constants, data) come from and where the kernel departs
+from the reference's code.
 Correctness: tests/test_bench_kernels.py (ADBench's golden values, numpy references, finite differences).
+
+The suite is part of the installed package (a tool, like `isozyme.benchmarking`: no package of the compiler
+imports it, pyproject.toml's import-linter contract "no-tools"), so `python -m isozyme bench` runs from any
+directory. The kernels it shares with examples/ are copies of the examples' source, which the tests keep equal.
 """
 
 from __future__ import annotations
 
 import importlib
-import importlib.util
-import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import numpy as np
 
 import isozyme as iz
 
-EXAMPLES = Path(__file__).resolve().parent.parent.parent / "examples"
 MODULES = ("norm", "relu3", "gmm", "ba", "lstm", "ode", "fft", "brusselator", "mlp")
 PRIMAL_TOLERANCE = 1e-10
 """The primal against its numpy reference: the same math in f64, rounded in another order (numpy's pairwise
@@ -130,20 +130,6 @@ class Benchmark:
     description: str = ""
     primal_tolerance: float = PRIMAL_TOLERANCE
     gradient_tolerance: float = GRADIENT_TOLERANCE
-
-
-def load_example(name: str) -> ModuleType:
-    """Import examples/<name>.py by path as `isozyme_example_<name>`, once per process (the name the tests'
-    `example_modules.load_example` uses, so both share one module and its compiled kernels)."""
-    module_name = f"isozyme_example_{name}"
-    if module_name in sys.modules:
-        return sys.modules[module_name]
-    spec = importlib.util.spec_from_file_location(module_name, EXAMPLES / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def all_benchmarks() -> list[Benchmark]:

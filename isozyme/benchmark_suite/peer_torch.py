@@ -2,7 +2,7 @@
 `torch.compile`.
 
 The objectives are peer_jax.py's, in PyTorch, float64 (the same function as the kernel: the scalar that
-isozyme's gradient differentiates, module docstring of benchmarks/suite/peers.py). Each is split into
+isozyme's gradient differentiates, module docstring of isozyme/benchmark_suite/peers.py). Each is split into
 the objective and its `unit`, the part "torch_compile" hands to `torch.compile`: the whole objective where
 it is straight-line tensor code, one step where the benchmark is a loop of many steps (lstm: one character;
 ode: one Euler or RK4 step; mlp: one SGD step), the loop staying in Python, as PyTorch code is compiled in

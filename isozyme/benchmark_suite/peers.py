@@ -13,14 +13,14 @@ The entry points, by benchmark name (`Benchmark.name`) and peer name (`PEERS`):
 
 What each peer computes:
 
-- "jax" (benchmarks/suite/peer_jax.py): `jax.jit(jax.grad(loss))` of the benchmark's objective written
+- "jax" (isozyme/benchmark_suite/peer_jax.py): `jax.jit(jax.grad(loss))` of the benchmark's objective written
   in `jax.numpy`, float64, the same "dup"/"active" parameters differentiated; the objective is the scalar
   isozyme's gradient differentiates, `seed_return * return_value + sum(<seed, output>)` over the written
-  outputs (`objective` in benchmarks/suite/__init__.py). BA's benchmark is its Jacobian blocks, as JAX
+  outputs (`objective` in isozyme/benchmark_suite/__init__.py). BA's benchmark is its Jacobian blocks, as JAX
   computes a Jacobian (`vmap(jacrev)`).
-- "torch", "torch_compile" (benchmarks/suite/peer_torch.py): the same objectives in PyTorch, float64,
+- "torch", "torch_compile" (isozyme/benchmark_suite/peer_torch.py): the same objectives in PyTorch, float64,
   eager `backward()`, and the same under `torch.compile`.
-- "numba" (benchmarks/suite/peer_numba.py): the primal only, `@numba.njit` of the kernel's loops.
+- "numba" (isozyme/benchmark_suite/peer_numba.py): the primal only, `@numba.njit` of the kernel's loops.
 
 A gradient is {parameter index: array} over the benchmark's "dup" parameters and {index: float} over its
 "active" ones, as `run_gradient` keys its `Gradient` (BA's blocks by name). A "dup" parameter the
@@ -37,7 +37,7 @@ from types import ModuleType
 
 import numpy as np
 
-from benchmarks.suite import Benchmark, Primal, all_benchmarks
+from isozyme.benchmark_suite import Benchmark, Primal, all_benchmarks
 
 PEERS = ("jax", "torch", "torch_compile", "numba")
 PEER_TOLERANCE = 1e-8

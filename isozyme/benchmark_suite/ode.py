@@ -19,8 +19,8 @@ from __future__ import annotations
 import numpy as np
 
 import isozyme as iz
-from benchmarks.suite import Benchmark, Primal
 from isozyme import Array, f64, i64
+from isozyme.benchmark_suite import Benchmark, Primal
 
 DECAY = 1.2      # Enzyme's `const double a = 1.2`
 T_FINAL = 2.1    # Enzyme's `inp`
