@@ -75,7 +75,7 @@ def gmm_loss(alphas, means, icf, x, gamma, m, log_gamma_d):
     q = icf[:, :d]
     qdiag, sum_qs = torch.exp(q), torch.sum(q, dim=1)
     cols, rows = np.triu_indices(d, 1)  # icf's strictly lower entries, column by column
-    lower = torch.zeros((K, d, d), dtype=icf.dtype)
+    lower = torch.zeros((K, d, d), dtype=icf.dtype, device=icf.device)
     lower[:, rows, cols] = icf[:, d:]
     centred = x[:, None, :] - means[None, :, :]                                    # (n, K, d)
     q_centred = qdiag * centred + torch.einsum("kab,nkb->nka", lower, centred)     # Q_k (x_i - mu_k)

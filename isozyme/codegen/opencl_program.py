@@ -20,9 +20,10 @@ control buffer, saves every variable there too, and returns. The requests:
     be run-time values. The serial kernel asks only when the site's buffer (its capacity is in the
     control buffer) is too small or a large zeroed array needs clearing; otherwise it goes on with the
     buffer as it is (clearing a small zeroed array itself), so a repeated call makes no round trip for
-    its local arrays (`opencl_serial.SerialRenderer.request_alloc`). A parallel loop's scratch arrays (a copy per work item) are sites too. After
-    arena placement (`optimize/memory_reuse.py`) most local arrays are views: pointers into the arena's
-    site at an offset, recomputed on every resume and passed to loop kernels as the site plus the offset;
+    its local arrays (`opencl_serial.SerialRenderer.request_alloc`). A parallel loop's scratch arrays (a
+    copy per work item) are sites too. After arena placement (`optimize/memory_reuse.py`) most local
+    arrays are views: pointers into the arena's site at an offset, recomputed on every resume and passed
+    to loop kernels as the site plus the offset;
   - GROW site, new, old: the host gives the site a buffer of `new` elements holding the first `old`;
   - CLEAR site, start, bytes: the host zeroes those bytes of the site's buffer (a zeroed view into an arena
     larger than the serial kernel clears itself, `opencl_serial.SERIAL_CLEAR_LIMIT`);

@@ -41,7 +41,6 @@ from isozyme.ssa.ir import Block, Function, Instruction
 from isozyme.ssa.ops import Op
 from isozyme.ssa.types import ArrayType, ScalarType
 
-
 SERIAL_CLEAR_LIMIT = 4096
 """A zeroed local array of at most this many elements whose buffer is large enough is cleared by the serial
 kernel itself (`SerialRenderer.request_alloc`); a larger one by the host (a fill command)."""

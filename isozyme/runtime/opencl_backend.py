@@ -217,6 +217,8 @@ class Runner:
         """The queue of the call in progress: the device's, or its profiling queue (`profiler.py`)."""
         self.trace: _Trace | None = None
         """The profile of the call in progress, when a profile is active."""
+        self.kernel_args: dict[Any, list[object]] = {}
+        """Each kernel's arguments as last set (`_enqueue`)."""
         cl = import_pyopencl()
         self.serial = cl.Kernel(built, program.serial)
         self.loops = [cl.Kernel(built, loop.name) for loop in program.loops]
@@ -309,8 +311,8 @@ class Runner:
         cl = import_pyopencl()
         queue = self.queue
         while True:
-            self._note(self.serial(queue, (1,), (1,), *args, *(buffer for buffer, _ in self.sites), control,
-                                   self.heap[0]), "serial", "iz_serial", (1,), (1,))
+            self._note(self._enqueue(self.serial, (1,), (1,), [*args, *(buffer for buffer, _ in self.sites), control,
+                                                               self.heap[0]]), "serial", "iz_serial", (1,), (1,))
             if self.counted is not None:
                 opencl_counters.add("serial_launches")
             self._wait(lambda: self._note(cl.enqueue_copy(queue, header, control, is_blocking=True), "header",
@@ -326,9 +328,9 @@ class Runner:
                     if words > self.partials[1]:
                         self.partials = (self._buffer(AllocSite("i64", 0), words), words)
                     local = (GROUP_SIZE,) if words else None
-                    self._note(self.loops[number](queue, (groups * GROUP_SIZE,), local, *args,
-                                                  *(buffer for buffer, _ in self.sites), control, self.partials[0],
-                                                  self.heap[0], np.int64(trip)),
+                    self._note(self._enqueue(self.loops[number], (groups * GROUP_SIZE,), local,
+                                             [*args, *(buffer for buffer, _ in self.sites), control, self.partials[0],
+                                              self.heap[0], np.int64(trip)]),
                                "loop", self.program.loops[number].name, (groups * GROUP_SIZE,), local or ())
                     if self.counted is not None:
                         self.counted.loop_launch(number, control)
@@ -340,6 +342,22 @@ class Runner:
                 self._clear(int(header[ARG0]), int(header[ARG1]), int(header[ARG2]))
             else:
                 raise RuntimeError(f"the serial kernel made an unknown request {kind}")
+
+    def _enqueue(self, kernel: Any, global_size: tuple[int, ...], local_size: tuple[int, ...] | None,
+                 args: list[object]) -> Any:
+        """Launch `kernel`, setting only the arguments that differ from its previous launch: a serial kernel
+        is launched again after every request, with the same arguments, and setting some forty of them
+        costs more than the launch on a GPU. Buffers are compared by identity, scalars by type and value."""
+        previous = self.kernel_args.get(kernel)
+        if previous is None or len(previous) != len(args):
+            kernel.set_args(*args)
+            self.kernel_args[kernel] = list(args)
+        else:
+            for index, (old, new) in enumerate(zip(previous, args)):
+                if old is not new and (type(old) is not type(new) or not isinstance(new, np.generic) or old != new):
+                    kernel.set_arg(index, new)
+                    previous[index] = new
+        return import_pyopencl().enqueue_nd_range_kernel(self.queue, kernel, global_size, local_size)
 
     def _note(self, event: Any, kind: str, name: str, global_size: tuple[int, ...] = (),
               local_size: tuple[int, ...] = (), nbytes: int = 0) -> None:
@@ -376,23 +394,30 @@ class Runner:
     def _fill(self, site: int, start: int, stop: int) -> None:
         if stop <= start:
             return
-        cl = import_pyopencl()
         info = self.program.allocs[site]
         dtype = np.dtype(_SCALAR_DTYPES[info.element])
         pattern = np.array([info.fill], dtype=dtype)
         opencl_counters.add("fills")
-        self._note(cl.enqueue_fill_buffer(self.queue, self.sites[site][0], pattern, start * dtype.itemsize,
-                                          (stop - start) * dtype.itemsize), "fill", f"site {site}",
-                   nbytes=(stop - start) * dtype.itemsize)
+        self._fill_bytes(site, pattern, start * dtype.itemsize, (stop - start) * dtype.itemsize)
 
     def _clear(self, site: int, start: int, size: int) -> None:
-        """Zero `size` bytes of the site's buffer from byte `start` on (a zeroed view into an arena)."""
+        """Zero `size` bytes of the site's buffer from byte `start` on (a zeroed view into an arena), with the
+        widest pattern that divides both (fewer pieces: `_fill_bytes`)."""
         if size <= 0:
             return
         opencl_counters.add("fills")
+        width = next(w for w in (8, 4, 2, 1) if start % w == 0 and size % w == 0)
+        self._fill_bytes(site, np.zeros(1, dtype=f"u{width}"), start, size)
+
+    def _fill_bytes(self, site: int, pattern: np.ndarray, start: int, size: int) -> None:
+        """Fill bytes start..start+size of the site's buffer with `pattern`, in pieces of fewer than 2**31
+        patterns (NVIDIA's fill counts them in 32 bits: a larger fill faults the GPU)."""
         cl = import_pyopencl()
-        self._note(cl.enqueue_fill_buffer(self.queue, self.sites[site][0], np.zeros(1, dtype=np.uint8), start, size),
-                   "fill", f"site {site}", nbytes=size)
+        piece = ((1 << 31) - 1) * pattern.itemsize
+        for offset in range(start, start + size, piece):
+            length = min(piece, start + size - offset)
+            self._note(cl.enqueue_fill_buffer(self.queue, self.sites[site][0], pattern, offset, length), "fill",
+                       f"site {site}", nbytes=length)
 
     def _alloc(self, site: int, count: int, fill: bool) -> None:
         if self.counted is not None:

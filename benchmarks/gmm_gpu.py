@@ -1,0 +1,269 @@
+"""The GMM gradient on one GPU: isozyme's OpenCL against JAX, torch.compile and torch eager, in one run (issue 24).
+
+    ISOZYME_OPENCL_DEVICE=nvidia python benchmarks/gmm_gpu.py [--sizes 1000x10x25,1000x64x100,100000x10x25]
+        [--precisions f64,f32] [--repeats 20] [--peers jax,torch,torch_compile] [--profile] [--json FILE]
+
+ADBench's GMM objective (`examples/gmm.py`), the gradient with respect to alphas, means and icf, at n x d x K.
+Rows, per size and precision (f32 where the peer supports it; isozyme's f32 kernel is `gmm_gpu_kernels.load(f32)`):
+
+- `isozyme pairs`: `benchmarks/gmm_gpu_kernels.py`'s `gmm_pairs` (a work item per component and point);
+- `isozyme points`: `opencl_gpu.py`'s `gmm_prange` (a work item per point: the example's loops), f64 only;
+- `jax`: `jax.jit(jax.grad(...))` of ADBench's JAX formulation (`isozyme/benchmark_suite/peer_jax.py`) on the GPU;
+- `torch_compile`, `torch`: `torch.compile` and eager PyTorch of the same formulation
+  (`isozyme/benchmark_suite/peer_torch.py`) on the GPU, the gradient by `torch.autograd.grad`.
+
+Every variant's arguments are on the GPU before timing (isozyme: `iz.to_device`, its shadows zeroed before
+each call, untimed), and each timed call ends when its results are on the device (`block_until_ready`,
+`torch.cuda.synchronize`); the gradients are then copied to the host, untimed, and checked. Times are
+medians of `--repeats` calls after a warm-up call (`isozyme points`: at most 3 calls, it is slow).
+
+Checks: every call's gradient (and value) against the CPU's: the example's serial kernel on `llvm` in f64.
+Tolerance: 1e-10 relative in the max-norm for f64 (the same math, sums in another order), 2e-3 for f32 (f32
+rounding over sums of up to n terms). A mismatch prints MISMATCH and the script exits with status 1 after
+writing everything.
+
+Compile times: isozyme's first call per kernel and precision (lowering, AD, optimization, OpenCL C, the
+driver's build) with an empty disk cache (`ISOZYME_CACHE_DIR` a fresh folder), and the first call of a new
+process with that cache filled (`--first-call`, run as a subprocess), where only the driver builds.
+`--profile` prints and stores the profile (`iz.profile()`) of one call of each isozyme variant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "benchmarks"), str(ROOT / "examples"), str(ROOT)]
+if __name__ == "__main__" and "ISOZYME_CACHE_DIR" not in os.environ:  # cold compiles: an empty cache
+    os.environ["ISOZYME_CACHE_DIR"] = tempfile.mkdtemp(prefix="isozyme-gmm-gpu-")
+
+import isozyme as iz  # noqa: E402
+from isozyme import Const, Duplicated  # noqa: E402
+from isozyme.benchmark_checks import MISMATCH, Check, exit_status  # noqa: E402
+from isozyme.runtime.opencl_device import device  # noqa: E402
+
+TOLERANCE = {"f64": 1e-10, "f32": 2e-3}
+REASON = {"f64": "the same f64 math, its sums in another order (work-group sums, atomic adds in any order)",
+          "f32": "f32 rounding over sums of up to n terms, against the f64 reference"}
+DTYPES = {"f64": np.float64, "f32": np.float32}
+
+
+def problem(n: int, d: int, K: int) -> tuple[tuple, dict[str, Any]]:
+    """The arguments (f64, host) and the reference: the CPU's serial kernel's value and gradient."""
+    from gmm import gmm_data, gmm_objective, log_gamma_distrib
+
+    data = gmm_data(d, K, n, seed=0)
+    args = (data.alphas, data.means, data.icf, data.x, float(data.gamma), int(data.m),
+            log_gamma_distrib(0.5 * (d + data.m + 1), d))
+    shadows = [np.zeros_like(a) for a in args[:3]]
+    value, _ = iz.autodiff(gmm_objective, *(Duplicated(a, s) for a, s in zip(args[:3], shadows)), Const(args[3]),
+                           *args[4:], backend="llvm")
+    return args, {"value": value, "d_alphas": shadows[0], "d_means": shadows[1], "d_icf": shadows[2]}
+
+
+def isozyme_variant(kernel: iz.Kernel, args: tuple, dtype: type) -> tuple[Callable[[], Any], Callable[[Any], dict]]:
+    """A gradient call on device arrays (shadows zeroed before it) and the host copy of what it returned."""
+    arrays = [iz.to_device(np.ascontiguousarray(a, dtype=dtype)) for a in args[:4]]
+    shadows = [iz.to_device(np.zeros(a.shape, dtype=dtype)) for a in args[:3]]
+    zeros = [np.zeros(a.shape, dtype=dtype) for a in args[:3]]
+
+    def call() -> Any:  # `setup`, run before the clock starts, zeroes the shadows it adds into
+        return iz.autodiff(kernel, *(Duplicated(a, s) for a, s in zip(arrays[:3], shadows)), Const(arrays[3]),
+                           *args[4:], backend="opencl")
+    call.setup = lambda: [s.set(z) for s, z in zip(shadows, zeros)]  # type: ignore[attr-defined]
+
+    def host(returned: Any) -> dict:
+        return {"value": returned[0], "d_alphas": shadows[0].get(), "d_means": shadows[1].get(),
+                "d_icf": shadows[2].get()}
+    return call, host
+
+
+def jax_variant(args: tuple, dtype: type) -> tuple[Callable[[], Any], Callable[[Any], dict]]:
+    import jax
+
+    from isozyme.benchmark_suite import peer_jax
+
+    jax.config.update("jax_default_matmul_precision", "highest")  # f32 einsums in f32, not TF32
+    loss = jax.jit(jax.value_and_grad(peer_jax.gmm_loss, argnums=(0, 1, 2)))
+    inputs = [jax.device_put(np.asarray(a, dtype=dtype)) for a in args[:4]]
+    scalars = [jax.device_put(np.asarray(v, dtype=dtype)) for v in (args[4], args[5], args[6])]
+
+    def call() -> Any:
+        return jax.block_until_ready(loss(*inputs, *scalars))
+
+    def host(returned: Any) -> dict:
+        value, grads = returned
+        return {"value": float(value), **{name: np.asarray(g, dtype=np.float64)
+                                          for name, g in zip(("d_alphas", "d_means", "d_icf"), grads)}}
+    return call, host
+
+
+def torch_variant(args: tuple, dtype: type, compiled: bool) -> tuple[Callable[[], Any], Callable[[Any], dict]]:
+    import torch
+
+    from isozyme.benchmark_suite import peer_torch
+
+    torch.backends.cuda.matmul.allow_tf32 = False  # f32 matrix products in f32, as isozyme's and JAX's
+    loss = torch.compile(peer_torch.gmm_loss) if compiled else peer_torch.gmm_loss
+    tensors = [torch.tensor(np.asarray(a, dtype=dtype), device="cuda") for a in args[:4]]
+    for t in tensors[:3]:
+        t.requires_grad_(True)
+    gamma = torch.tensor(args[4], dtype=tensors[0].dtype, device="cuda")
+    log_gamma_d = torch.tensor(args[6], dtype=tensors[0].dtype, device="cuda")
+
+    def call() -> Any:
+        value = loss(*tensors, gamma, args[5], log_gamma_d)
+        grads = torch.autograd.grad(value, tensors[:3])
+        torch.cuda.synchronize()
+        return value, grads
+
+    def host(returned: Any) -> dict:
+        value, grads = returned
+        return {"value": float(value), **{name: g.detach().cpu().numpy().astype(np.float64)
+                                          for name, g in zip(("d_alphas", "d_means", "d_icf"), grads)}}
+    return call, host
+
+
+def cuda_available() -> bool:
+    """Can torch run on a CUDA GPU (the torch rows are left out otherwise)?"""
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+def run(call: Callable[[], Any], host: Callable[[Any], dict], repeats: int, check: Check,
+        reference: dict) -> tuple[float, float]:
+    """The first call's seconds (it compiles) and the median of `repeats` more; every result checked."""
+    times = []
+    for _ in range(repeats + 1):
+        setup = getattr(call, "setup", None)
+        if setup is not None:
+            setup()
+        start = time.perf_counter()
+        returned = call()
+        times.append(time.perf_counter() - start)
+        check.compare(host(returned), reference)
+    return times[0], statistics.median(times[1:])
+
+
+def first_call_seconds(n: int, d: int, K: int, precision: str, variant: str) -> float:
+    """`--first-call`: the first call's seconds in this (new) process, with the disk cache as it is."""
+    args, _ = problem(min(n, 64), d, K)
+    kernel = kernel_of(variant, precision)
+    call, _ = isozyme_variant(kernel, args, DTYPES[precision])
+    call.setup()  # type: ignore[attr-defined]
+    start = time.perf_counter()
+    call()
+    return time.perf_counter() - start
+
+
+def kernel_of(variant: str, precision: str) -> iz.Kernel:
+    import gmm_gpu_kernels
+    from opencl_gpu import gmm_prange
+
+    if variant == "isozyme points":
+        return gmm_prange
+    return (gmm_gpu_kernels if precision == "f64" else gmm_gpu_kernels.load(iz.f32)).gmm_pairs
+
+
+def measure(n: int, d: int, K: int, precisions: list[str], peers: list[str], repeats: int,
+            profile: bool) -> tuple[dict[str, Any], list[Check]]:
+    args, reference = problem(n, d, K)
+    row: dict[str, Any] = {"n": n, "d": d, "K": K, "ms": {}, "first_call_s": {}, "checks": {}, "profiles": {}}
+    checks = []
+    for precision in precisions:
+        dtype = DTYPES[precision]
+        variants: dict[str, tuple] = {}
+        variants["isozyme pairs"] = isozyme_variant(kernel_of("isozyme pairs", precision), args, dtype)
+        if precision == "f64":
+            variants["isozyme points"] = isozyme_variant(kernel_of("isozyme points", precision), args, dtype)
+        if "jax" in peers:
+            variants["jax"] = jax_variant(args, dtype)
+        for name in ("torch_compile", "torch"):
+            if name in peers and cuda_available():
+                variants[name] = torch_variant(args, dtype, compiled=name == "torch_compile")
+        for name, (call, host) in variants.items():
+            key = f"{name} {precision}"
+            check = Check(f"GMM n={n} d={d} K={K} {key} against the CPU's f64 gradient", TOLERANCE[precision],
+                          REASON[precision])
+            first, median = run(call, host, min(repeats, 3) if name == "isozyme points" else repeats, check,
+                                reference)
+            row["ms"][key], row["first_call_s"][key] = median * 1e3, first
+            row["checks"][key] = check.as_dict()
+            checks.append(check)
+            if profile and name.startswith("isozyme"):
+                call.setup()  # type: ignore[attr-defined]
+                with iz.profile() as recorded:
+                    call()
+                print(recorded.table(), flush=True)
+                row["profiles"][key] = recorded.as_dict()
+            if name.startswith("isozyme"):
+                done = subprocess.run([sys.executable, __file__, "--first-call", f"{n}x{d}x{K}", precision, name],
+                                      capture_output=True, text=True, env=os.environ, timeout=600)
+                warm = float(done.stdout.split()[-1]) if done.returncode == 0 else None
+                row["first_call_s"][f"{key}, warm disk cache"] = warm
+    return row, checks
+
+
+def print_row(row: dict[str, Any]) -> None:
+    ms = row["ms"]
+    for key, value in ms.items():
+        precision = key.split()[-1]
+        jax = ms.get(f"jax {precision}")
+        ratio = f"  {jax / value:6.2f}x jax" if jax and not key.startswith("jax") else ""
+        check = row["checks"][key]
+        warm = row["first_call_s"].get(f"{key}, warm disk cache")
+        compile_times = f"  first call {row['first_call_s'][key]:.2f} s"
+        if warm:
+            compile_times += f", warm cache {warm:.2f} s"
+        verdict = "ok" if check["passed"] else MISMATCH
+        print(f"  {key:<22} {value:10.3f} ms{ratio}{compile_times}  {verdict} ({check['error']:.1e})", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="1000x10x25,1000x64x100,100000x10x25", help="comma-separated n x d x K")
+    parser.add_argument("--precisions", default="f64,f32")
+    parser.add_argument("--peers", default="jax,torch_compile,torch")
+    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--json", metavar="FILE")
+    parser.add_argument("--first-call", nargs=3, metavar=("SIZE", "PRECISION", "VARIANT"), help=argparse.SUPPRESS)
+    options = parser.parse_args(argv)
+    if options.first_call:
+        size, precision, variant = options.first_call
+        n, d, K = map(int, size.split("x"))
+        print(first_call_seconds(n, d, K, precision, variant))
+        return 0
+    peers = [p for p in options.peers.split(",") if p]
+    print(f"device: {device().name}", flush=True)
+    rows, checks = [], []
+    for size in options.sizes.split(","):
+        n, d, K = map(int, size.split("x"))
+        print(f"GMM gradient n={n} d={d} K={K}", flush=True)
+        row, row_checks = measure(n, d, K, options.precisions.split(","), peers, options.repeats, options.profile)
+        print_row(row)
+        rows.append(row)
+        checks += row_checks
+    if options.json:
+        Path(options.json).write_text(json.dumps({"device": device().name, "passed": all(c.passed for c in checks),
+                                                  "rows": rows}, indent=1))
+    return exit_status(checks, "gmm_gpu.py")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

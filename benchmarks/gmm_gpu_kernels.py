@@ -1,0 +1,92 @@
+"""The GMM objective (examples/gmm.py) written for a GPU: every (component, point) pair is a work item.
+
+`gmm_pairs` computes what `gmm_objective` computes, with the same formula (the example's docstring), in
+three parallel loops:
+
+1. `prange` over the components: exp(q_k) and sum(q_k) (a row of `qdiag` and an element of `sum_qs` each);
+2. `prange` over the n * K pairs t = i * K + k (point-major: neighbouring work items add into different
+   rows of the adjoints of `icf` and `means` in the reverse loop, so that their atomic adds do not all
+   queue on one address): main_term[t] = alpha_k + sum(q_k) - ||Q_k (x_i - mu_k)||^2 / 2, with
+   Q_k (x_i - mu_k) taken row by row (no scratch array: each row is a dot product with the row of the
+   strictly lower part, which `icf` stores column by column);
+3. `prange` over the points: the logsumexp over k of main_term[i * K + k], summed;
+
+and the Wishart prior as a `prange` over the components with a reduction. Its gradient (isozyme's reverse
+mode) has the same loops in reverse, each parallel: the adjoints of `means` and `icf` (n adds per element)
+are atomic adds, `red.global.add` on NVIDIA. `gmm_pairs_f32` is the same objective in f32 (JAX's and
+torch's usual precision on a GPU).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+from types import ModuleType
+
+import isozyme as iz
+from isozyme import Array, f64, i64
+
+HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
+FLOAT = globals().get("FLOAT", f64)  # set before execution by `load`
+
+
+def load(float_type: object) -> ModuleType:
+    """This module executed anew with `FLOAT = float_type` (its kernels then take and compute that type)."""
+    spec = importlib.util.spec_from_file_location(f"{__name__}_{float_type}", __file__)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    module.FLOAT = float_type  # type: ignore[attr-defined]
+    spec.loader.exec_module(module)
+    return module
+
+
+@iz.kernel
+def gmm_pairs(alphas: Array[FLOAT], means: Array[FLOAT, 2], icf: Array[FLOAT, 2], x: Array[FLOAT, 2],
+              wishart_gamma: FLOAT, wishart_m: i64, log_gamma_d: FLOAT) -> FLOAT:
+    K, d, n = means.shape[0], means.shape[1], x.shape[0]
+    assert len(alphas) == K and icf.shape[0] == K and icf.shape[1] == d + d * (d - 1) // 2 and x.shape[1] == d
+    qdiag = iz.empty((K, d), FLOAT)
+    sum_qs = iz.empty(K, FLOAT)
+    for k in iz.prange(K):
+        s = 0.0
+        for j in range(d):
+            s += icf[k, j]
+            qdiag[k, j] = iz.exp(icf[k, j])
+        sum_qs[k] = s
+    main_term = iz.empty(n * K, FLOAT)
+    for t in iz.prange(n * K):
+        i = t // K
+        k = t - i * K
+        norm = 0.0
+        for row in range(d):
+            v = qdiag[k, row] * (x[i, row] - means[k, row])
+            for col in range(row):  # Q_k[row, col] is icf[k, d + col * d - col * (col + 1) // 2 + row - col - 1]
+                v += icf[k, d + col * d - col * (col + 1) // 2 + row - col - 1] * (x[i, col] - means[k, col])
+            norm += v * v
+        main_term[t] = alphas[k] + sum_qs[k] - 0.5 * norm
+    slse = 0.0
+    for i in iz.prange(n):
+        mx = main_term[i * K]
+        for k in range(1, K):
+            mx = max(mx, main_term[i * K + k])
+        s = 0.0
+        for k in range(K):
+            s += iz.exp(main_term[i * K + k] - mx)
+        slse += iz.log(s) + mx
+    amax = alphas[0]
+    for k in range(1, K):
+        amax = max(amax, alphas[k])
+    asum = 0.0
+    for k in range(K):
+        asum += iz.exp(alphas[k] - amax)
+    nu = d + wishart_m + 1
+    c = nu * d * (iz.log(wishart_gamma) - 0.5 * iz.log(2.0)) - log_gamma_d
+    prior = 0.0
+    for k in iz.prange(K):
+        frobenius = 0.0
+        for j in range(d):
+            frobenius += qdiag[k, j] * qdiag[k, j]
+        for j in range(d, icf.shape[1]):
+            frobenius += icf[k, j] * icf[k, j]
+        prior += 0.5 * wishart_gamma * wishart_gamma * frobenius - wishart_m * sum_qs[k]
+    return -n * d * HALF_LOG_2PI + slse - n * (iz.log(asum) + amax) + prior - K * c
