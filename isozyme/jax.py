@@ -1,0 +1,115 @@
+"""`isozyme.jax.op(kernel, outputs=("out",))`: a kernel as a JAX function (needs jax: `pip install
+'isozyme[jax]'`; importing this module without jax is an ImportError).
+
+    import isozyme.jax
+    jax.config.update("jax_enable_x64", True)         # for f64 kernels: JAX's arrays are f32 by default
+    op = isozyme.jax.op(norm, outputs=("out",))      # norm(out: Array[f64], x: Array[f64], n: i64)
+    out = op(x, 1000)                                # a new array
+    jax.grad(lambda x: op(x, 1000).sum())(x)          # the kernel's reverse mode
+
+The op takes the kernel's parameters other than the outputs, in the kernel's order (by position or by
+name), and returns the outputs (fresh zeroed arrays the kernel wrote), then the kernel's return value if it
+returns one: one array alone, a tuple for several. What the outputs, their shapes and the backward are:
+`isozyme/kernel_op.py`.
+
+- **How.** A `jax.custom_vjp` function whose forward and backward are `jax.pure_callback`s into the
+  compiled kernel and its reverse mode (`KernelOp.forward`, `KernelOp.backward`), on the host CPU. So it
+  works under `jit` (the callbacks are opaque calls in the compiled program), `grad`/`vjp` (first order:
+  the backward has no derivative of its own, and JAX says so if asked for one) and `vmap` (by a loop: the
+  callbacks are declared `vmap_method="sequential"`, so a batch runs the kernel once per element).
+- **Arguments.** An array parameter takes an array of exactly its dtype and rank (TypeError naming the
+  parameter: an f64 kernel under JAX's default f32 asks for `jax_enable_x64`); a scalar parameter takes a
+  number or a 0-d array, integers and booleans included (their cotangent is zero: they have no gradient).
+  Output shapes come from the arguments' shapes (concrete under `jit`); a shape rule that reads the value
+  of an integer argument needs that argument static (`jax.jit(..., static_argnums=...)`).
+- **Copies.** `pure_callback` hands the kernel host numpy arrays: on the CPU these are JAX's buffers or
+  copies of them, as JAX decides; the kernel only reads its inputs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from isozyme.kernel_op import KernelOp, ShapeRule, Slot
+from isozyme.runtime.kernel import Kernel
+
+
+def op(kernel: Kernel, outputs: str | Sequence[str] | Mapping[str, ShapeRule] = ()) -> Callable[..., object]:
+    """The JAX function of `kernel` whose outputs are the array parameters `outputs` (module docstring)."""
+    spec = KernelOp(kernel, outputs)
+    result_dtypes = [s.dtype for s in spec.outputs] + ([spec.returns.numpy_dtype] if spec.returns else [])
+    single = len(result_dtypes) == 1
+
+    def result_shapes(args: Sequence[object]) -> list[jax.ShapeDtypeStruct]:
+        shapes = [*spec.output_shapes(args), *([()] if spec.returns is not None else [])]
+        return [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in zip(shapes, result_dtypes)]
+
+    def run_forward(*args: np.ndarray) -> list[np.ndarray]:
+        outputs, result = spec.forward([np.asarray(a) for a in args])
+        return [*outputs, *([np.asarray(result, result_dtypes[-1])] if spec.returns is not None else [])]
+
+    def forward(*args: object) -> list[object]:
+        return jax.pure_callback(run_forward, result_shapes(args), *args, vmap_method="sequential")
+
+    @jax.custom_vjp
+    def call(*args: object) -> object:
+        results = forward(*args)
+        return results[0] if single else tuple(results)
+
+    def call_forward(*args: object) -> tuple[object, tuple]:
+        return call(*args), args
+
+    def run_backward(*args: np.ndarray) -> list[np.ndarray]:
+        values, cotangents = [np.asarray(a) for a in args[:len(spec.inputs)]], args[len(spec.inputs):]
+        outputs = [np.asarray(c) if s.differentiable else None for s, c in zip(spec.outputs, cotangents)]
+        returned = cotangents[-1] if spec.returns is not None else None
+        gradients = spec.backward(values, outputs, returned)
+        return [np.asarray(g, slot.dtype) for slot, g in zip(spec.inputs, gradients) if slot.differentiable]
+
+    def call_backward(args: tuple, cotangents: object) -> tuple:
+        cotangents = (cotangents,) if single else tuple(cotangents)  # type: ignore[arg-type]
+        wanted = [jax.ShapeDtypeStruct(np.shape(a), s.dtype) for s, a in zip(spec.inputs, args) if s.differentiable]
+        gradients = iter(jax.pure_callback(run_backward, wanted, *args, *cotangents, vmap_method="sequential")
+                         if wanted else [])
+        return tuple(_cast(next(gradients), a) if s.differentiable else None for s, a in zip(spec.inputs, args))
+
+    call.defvjp(call_forward, call_backward)
+
+    def kernel_op(*args: object, **kwargs: object) -> object:
+        values = spec.bind(args, kwargs)
+        return call(*[_checked(spec, slot, value) for slot, value in zip(spec.inputs, values)])
+    kernel_op.__name__ = spec.name
+    kernel_op.__doc__ = f"The JAX function of isozyme kernel '{spec.name}'."
+    kernel_op.__signature__ = spec.signature  # type: ignore[attr-defined]
+    return kernel_op
+
+
+def _cast(gradient: object, primal: object) -> object:
+    """A gradient in its primal's dtype (a float scalar given as a Python number is f32 or f64 to JAX)."""
+    return jnp.asarray(gradient, dtype=jnp.result_type(primal))
+
+
+def _checked(spec: KernelOp, slot: Slot, value: object) -> object:
+    """`value` as the callbacks take it; TypeError naming the parameter."""
+    where = spec.where(slot)
+    if slot.is_array:
+        dtype, rank = np.dtype(getattr(value, "dtype", None)), np.ndim(value)
+        if not hasattr(value, "shape") or dtype != slot.dtype or rank != slot.rank:
+            hint = (" (JAX makes f32 arrays unless jax.config.update('jax_enable_x64', True))"
+                    if slot.dtype == np.float64 and dtype == np.float32 else "")
+            raise TypeError(f"{where} takes a {slot.rank}-d array of dtype {slot.dtype}, got "
+                            f"{type(value).__name__} of dtype {dtype} and rank {rank}{hint}")
+        return value
+    if np.ndim(value) != 0:
+        raise TypeError(f"{where} is a scalar, got an array of shape {np.shape(value)}")
+    if slot.element.is_float:
+        return value
+    kind = np.dtype(getattr(value, "dtype", type(value)))
+    if slot.element.is_bool != (kind == np.bool_) or (not slot.element.is_bool and kind.kind not in "iu"):
+        raise TypeError(f"{where} takes {'a bool' if slot.element.is_bool else 'an int'}, got {value!r}")
+    return value
+
