@@ -106,10 +106,10 @@ class KernelOp:
         self.returns = return_type if isinstance(return_type, ScalarType) else None
         """The scalar type the kernel returns, None for a kernel that returns nothing."""
         self.parameter_count = len(params)
+        self._check_writes()
         if not self.outputs and self.returns is None:
             raise ValueError(f"kernel '{self.name}' returns nothing and outputs names no array: the op would "
                              "have no result")
-        self._check_writes()
         for slot in self.outputs:
             self._check_rule(slot)
         self.signature = inspect.Signature([inspect.Parameter(s.name, inspect.Parameter.POSITIONAL_OR_KEYWORD)
