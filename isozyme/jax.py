@@ -20,15 +20,19 @@ returns one: one array alone, a tuple for several. What the outputs, their shape
 - **Arguments.** An array parameter takes an array of exactly its dtype and rank (TypeError naming the
   parameter: an f64 kernel under JAX's default f32 asks for `jax_enable_x64`); a scalar parameter takes a
   number or a 0-d array, integers and booleans included (their cotangent is zero: they have no gradient).
-  Output shapes come from the arguments' shapes (concrete under `jit`); a shape rule that reads the value
-  of an integer argument needs that argument static (`jax.jit(..., static_argnums=...)`).
+  Output shapes are worked out before the `custom_vjp`, from the arguments as the caller gives them:
+  shapes are concrete under `jit` and `vmap` (per element), and a shape rule may read an integer argument
+  too where it is a Python int (in eager mode, or static: `jax.jit(..., static_argnums=...)`); a traced one
+  is JAX's ConcretizationTypeError.
 - **Copies.** `pure_callback` hands the kernel host numpy arrays: on the CPU these are JAX's buffers or
   copies of them, as JAX decides; the kernel only reads its inputs.
 """
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -42,46 +46,46 @@ def op(kernel: Kernel, outputs: str | Sequence[str] | Mapping[str, ShapeRule] = 
     """The JAX function of `kernel` whose outputs are the array parameters `outputs` (module docstring)."""
     spec = KernelOp(kernel, outputs)
     result_dtypes = [s.dtype for s in spec.outputs] + ([spec.returns.numpy_dtype] if spec.returns else [])
+    floats = [i for i, dtype in enumerate(result_dtypes) if dtype.kind == "f"]
+    """The results that take a cotangent (JAX gives the others float0 ones, which carry nothing)."""
     single = len(result_dtypes) == 1
-
-    def result_shapes(args: Sequence[object]) -> list[jax.ShapeDtypeStruct]:
-        shapes = [*spec.output_shapes(args), *([()] if spec.returns is not None else [])]
-        return [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in zip(shapes, result_dtypes)]
 
     def run_forward(*args: np.ndarray) -> list[np.ndarray]:
         outputs, result = spec.forward([np.asarray(a) for a in args])
         return [*outputs, *([np.asarray(result, result_dtypes[-1])] if spec.returns is not None else [])]
 
-    def forward(*args: object) -> list[object]:
-        return jax.pure_callback(run_forward, result_shapes(args), *args, vmap_method="sequential")
-
-    @jax.custom_vjp
-    def call(*args: object) -> object:
-        results = forward(*args)
+    @partial(jax.custom_vjp, nondiff_argnums=(0,))
+    def call(shapes: tuple, *args: object) -> object:
+        wanted = [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in zip(shapes, result_dtypes)]
+        results = jax.pure_callback(run_forward, wanted, *args, vmap_method="sequential")
         return results[0] if single else tuple(results)
 
-    def call_forward(*args: object) -> tuple[object, tuple]:
-        return call(*args), args
+    def call_forward(shapes: tuple, *args: object) -> tuple[object, tuple]:
+        return call(shapes, *args), args
 
     def run_backward(*args: np.ndarray) -> list[np.ndarray]:
-        values, cotangents = [np.asarray(a) for a in args[:len(spec.inputs)]], args[len(spec.inputs):]
-        outputs = [np.asarray(c) if s.differentiable else None for s, c in zip(spec.outputs, cotangents)]
+        values, given = [np.asarray(a) for a in args[:len(spec.inputs)]], args[len(spec.inputs):]
+        cotangents: list[object] = [None] * len(result_dtypes)
+        for position, cotangent in zip(floats, given):
+            cotangents[position] = np.asarray(cotangent)
         returned = cotangents[-1] if spec.returns is not None else None
-        gradients = spec.backward(values, outputs, returned)
+        gradients = spec.backward(values, cotangents[:len(spec.outputs)], returned)
         return [np.asarray(g, slot.dtype) for slot, g in zip(spec.inputs, gradients) if slot.differentiable]
 
-    def call_backward(args: tuple, cotangents: object) -> tuple:
+    def call_backward(shapes: tuple, args: tuple, cotangents: object) -> tuple:
         cotangents = (cotangents,) if single else tuple(cotangents)  # type: ignore[arg-type]
+        given = [cotangents[i] for i in floats]
         wanted = [jax.ShapeDtypeStruct(np.shape(a), s.dtype) for s, a in zip(spec.inputs, args) if s.differentiable]
-        gradients = iter(jax.pure_callback(run_backward, wanted, *args, *cotangents, vmap_method="sequential")
+        gradients = iter(jax.pure_callback(run_backward, wanted, *args, *given, vmap_method="sequential")
                          if wanted else [])
         return tuple(_cast(next(gradients), a) if s.differentiable else None for s, a in zip(spec.inputs, args))
 
     call.defvjp(call_forward, call_backward)
 
     def kernel_op(*args: object, **kwargs: object) -> object:
-        values = spec.bind(args, kwargs)
-        return call(*[_checked(spec, slot, value) for slot, value in zip(spec.inputs, values)])
+        values = [_checked(spec, slot, value) for slot, value in zip(spec.inputs, spec.bind(args, kwargs))]
+        shapes = [*spec.output_shapes(values), *([()] if spec.returns is not None else [])]
+        return call(tuple(tuple(map(operator.index, shape)) for shape in shapes), *values)
     kernel_op.__name__ = spec.name
     kernel_op.__doc__ = f"The JAX function of isozyme kernel '{spec.name}'."
     kernel_op.__signature__ = spec.signature  # type: ignore[attr-defined]
@@ -99,8 +103,8 @@ def _checked(spec: KernelOp, slot: Slot, value: object) -> object:
     if slot.is_array:
         dtype, rank = np.dtype(getattr(value, "dtype", None)), np.ndim(value)
         if not hasattr(value, "shape") or dtype != slot.dtype or rank != slot.rank:
-            hint = (" (JAX makes f32 arrays unless jax.config.update('jax_enable_x64', True))"
-                    if slot.dtype == np.float64 and dtype == np.float32 else "")
+            narrowed = dtype.kind == slot.dtype.kind and dtype.itemsize < slot.dtype.itemsize == 8
+            hint = " (JAX makes 32-bit arrays unless jax.config.update('jax_enable_x64', True))" if narrowed else ""
             raise TypeError(f"{where} takes a {slot.rank}-d array of dtype {slot.dtype}, got "
                             f"{type(value).__name__} of dtype {dtype} and rank {rank}{hint}")
         return value

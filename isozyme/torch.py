@@ -22,11 +22,17 @@ outputs, their shapes and the backward are: `isozyme/kernel_op.py`.
 - **Registration.** Two operators in the `isozyme` namespace, registered with `torch.library.custom_op`:
   `isozyme::<kernel>_<n>` (the forward) and `isozyme::<kernel>_<n>_backward` (the reverse mode, itself an
   op, so that `torch.compile` traces a training step's backward as one opaque node too). Each has a fake
-  (meta) implementation that gives the results' shapes without running the kernel (`register_fake`), and a
-  vmap rule that loops over the batch (`register_vmap`); the forward has `register_autograd`. So the op
-  works in eager mode, under `torch.compile` (one opaque node, no graph break), under `torch.func`
-  (`grad`, `vjp`, `vmap`) and passes `torch.library.opcheck`. Its gradient is first order: the backward
-  op has no backward of its own.
+  implementation that gives the results' shapes without running the kernel (`register_fake`) and a vmap
+  rule that loops over the batch (`register_vmap`); the forward has `register_autograd`, which is what
+  calling the registered op directly (and `torch.library.opcheck`) uses.
+- **The call** goes through an `autograd.Function` (`setup_context` form) around the forward op, with the
+  same backward: a custom op's own autograd registration does not take part in `torch.func`'s transforms
+  (torch 2.13), an `autograd.Function` does, and dynamo traces it into the graph as the op's call. So the
+  op works in eager mode, under `torch.compile` (one opaque node, and one for its backward: no graph
+  break, `fullgraph=True` works) and under `torch.func` (`grad`, `vjp`, `vmap`).
+- **First order.** The backward op's own derivative is an error (RuntimeError naming the kernel), reached
+  by `create_graph=True` or nested `torch.func.grad`: a second derivative through the op fails, never
+  comes out as zero.
 """
 
 from __future__ import annotations
@@ -213,6 +219,7 @@ def _autograd(backward_op: object, backward_function: object, input_count: int, 
 
 
 def _second_order_error(name: str) -> Callable[..., tuple]:
+    """The backward of the backward op: an error naming the kernel (module docstring, "First order")."""
     def backward(ctx: object, *grads: object) -> tuple:
         raise RuntimeError(f"the op of isozyme kernel '{name}' has a first derivative only; differentiating "
                            "its backward (a second derivative, create_graph=True, nested grad) is not supported")
@@ -220,7 +227,7 @@ def _second_order_error(name: str) -> Callable[..., tuple]:
 
 
 def _no_context(ctx: object, inputs: tuple, output: object) -> None:
-    pass
+    """The backward op's `setup_context`: its backward is an error and needs nothing saved."""
 
 
 def _function(name: str, op: object, setup_context: Callable[..., None],
@@ -239,6 +246,9 @@ def _looped(custom_op: object) -> Callable[..., tuple[object, object]]:
     """A vmap rule that calls `custom_op` once per element of the batch and stacks the results along
     dimension 0 (the kernel has no batched form; `torch.library.register_vmap`'s calling convention)."""
     def rule(info: object, in_dims: tuple, *args: object) -> tuple[object, object]:
+        if info.batch_size == 0:  # type: ignore[attr-defined]
+            raise ValueError(f"vmap of {custom_op} over an empty batch: the op runs once per element, and with "
+                             "none there is no result to take the shapes from")
         runs = []
         for index in range(info.batch_size):  # type: ignore[attr-defined]
             runs.append(custom_op(*[arg.select(dim, index) if dim is not None else arg  # type: ignore

@@ -53,6 +53,16 @@ def dot(x: Array[f64], y: Array[f64]) -> f64:
     return s
 
 
+@iz.kernel
+def clip(out: Array[f64], x: Array[f64], limit: f64) -> i64:
+    clipped = 0
+    for i in range(x.shape[0]):
+        out[i] = min(x[i], limit)
+        if x[i] > limit:
+            clipped += 1
+    return clipped
+
+
 scaled_op = isozyme.jax.op(scaled_squares, outputs=("out",))
 dense_op = isozyme.jax.op(dense_tanh, outputs={"h": lambda x, W, b: (x.shape[0], W.shape[0])})
 gather_op = isozyme.jax.op(gather_scale, outputs={"out": "index"})
@@ -117,6 +127,27 @@ def test_integer_arguments_get_no_gradient() -> None:
         return (jnp.arange(1.0, 5.0) * op(x, index, scale)).sum()
     gather_jax = lambda x, index, scale: scale * x[index]  # noqa: E731
     assert_close(jax.grad(loss, argnums=(0, 1))(x, 1.5, gather_op), jax.grad(loss, argnums=(0, 1))(x, 1.5, gather_jax))
+
+
+def test_an_integer_result_beside_a_float_output() -> None:
+    (x,) = arrays(8, (6,))
+    clip_op = isozyme.jax.op(clip, outputs=("out",))
+    out, clipped = clip_op(x, 0.5)
+    assert clipped.dtype == jnp.int64 and int(clipped) == int((x > 0.5).sum())
+
+    def loss(x, limit, op):
+        return (jnp.arange(6.0) * op(x, limit)[0]).sum()
+    clip_jax = lambda x, limit: (jnp.minimum(x, limit), None)  # noqa: E731
+    assert_close(jax.jit(jax.grad(loss, argnums=(0, 1)), static_argnums=2)(x, 0.5, clip_op),
+                 jax.grad(loss, argnums=(0, 1))(x, 0.5, clip_jax))
+
+
+def test_a_shape_rule_may_read_an_integer_argument_given_as_a_python_int() -> None:
+    (x,) = arrays(9, (6,))
+    first = isozyme.jax.op(scaled_squares, outputs={"out": lambda x, a, n: (n,)})
+    expected = (1.5 * x[:4] * x[:4], jnp.sin(x[:4]).sum())
+    assert_close(first(x, 1.5, 4), expected)
+    assert_close(jax.jit(first, static_argnums=2)(x, 1.5, 4), expected)
 
 
 def test_check_grads_reverse_order_one() -> None:

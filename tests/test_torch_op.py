@@ -84,6 +84,16 @@ def doubles_in_place(x: Array[f64]):
 
 
 @iz.kernel
+def clip(out: Array[f64], x: Array[f64], limit: f64) -> i64:
+    clipped = 0
+    for i in range(x.shape[0]):
+        out[i] = min(x[i], limit)
+        if x[i] > limit:
+            clipped += 1
+    return clipped
+
+
+@iz.kernel
 def asserts_finite(x: Array[f64]):
     for i in range(x.shape[0]):
         assert abs(x[i]) < 1e300
@@ -159,6 +169,16 @@ def test_shape_rule_as_a_function() -> None:
     cotangent = torch.randn(3, 4, dtype=F64, generator=torch.Generator().manual_seed(18))
     assert_close(torch.autograd.grad(product, (x, y), cotangent),
                  torch.autograd.grad(torch.outer(x, y), (x, y), cotangent))
+
+
+def test_an_integer_result_beside_a_float_output() -> None:
+    x, limit = tensors(19, (6,), ())
+    out, clipped = isozyme.torch.op(clip, outputs=("out",))(x, limit)
+    assert clipped.dtype == torch.int64 and clipped.item() == int((x > limit).sum())
+    assert not clipped.requires_grad
+    weights = torch.arange(6.0, dtype=F64)
+    assert_close(torch.autograd.grad((weights * out).sum(), (x, limit)),
+                 torch.autograd.grad((weights * torch.minimum(x, limit)).sum(), (x, limit)))
 
 
 def test_one_tensor_passed_twice() -> None:
@@ -270,6 +290,8 @@ def test_bad_arguments_name_the_parameter() -> None:
         scaled_op(x[0], 1.0, 2.0)
     with pytest.raises(TypeError, match=r"takes \(x, W, b\)"):
         dense_op(x, W)
+    with pytest.raises(ValueError, match="parameter 'x'.*run on the CPU.*meta"):
+        dense_op(x.to("meta"), W, b)
 
 
 def test_bad_op_definitions() -> None:
