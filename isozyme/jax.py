@@ -34,9 +34,13 @@ import operator
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 
-import jax
-import jax.numpy as jnp
 import numpy as np
+
+try:
+    import jax
+    import jax.numpy as jnp
+except ImportError as error:  # the extra is optional: say which one
+    raise ImportError("isozyme.jax needs JAX: pip install 'isozyme[jax]'") from error
 
 from isozyme.kernel_op import KernelOp, ShapeRule, Slot
 from isozyme.runtime.kernel import Kernel

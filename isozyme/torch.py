@@ -41,7 +41,11 @@ import itertools
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
-import torch
+
+try:
+    import torch
+except ImportError as error:  # the extra is optional: say which one
+    raise ImportError("isozyme.torch needs PyTorch: pip install 'isozyme[torch]'") from error
 
 from isozyme.kernel_op import KernelOp, ShapeRule, Slot
 from isozyme.runtime.kernel import Kernel
