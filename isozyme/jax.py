@@ -105,16 +105,20 @@ def _checked(spec: KernelOp, slot: Slot, value: object) -> object:
     """`value` as the callbacks take it; TypeError naming the parameter."""
     where = spec.where(slot)
     if slot.is_array:
-        dtype, rank = np.dtype(getattr(value, "dtype", None)), np.ndim(value)
-        if not hasattr(value, "shape") or dtype != slot.dtype or rank != slot.rank:
+        if not hasattr(value, "shape") or not hasattr(value, "dtype"):
+            raise TypeError(f"{where} takes an array, got {type(value).__name__}")
+        dtype, rank = np.dtype(value.dtype), np.ndim(value)
+        if dtype != slot.dtype or rank != slot.rank:
             narrowed = dtype.kind == slot.dtype.kind and dtype.itemsize < slot.dtype.itemsize == 8
             hint = " (JAX makes 32-bit arrays unless jax.config.update('jax_enable_x64', True))" if narrowed else ""
-            raise TypeError(f"{where} takes a {slot.rank}-d array of dtype {slot.dtype}, got "
-                            f"{type(value).__name__} of dtype {dtype} and rank {rank}{hint}")
+            raise TypeError(f"{where} takes a {slot.rank}-d array of dtype {slot.dtype}, got a {rank}-d array "
+                            f"of dtype {dtype}{hint}")
         return value
-    if np.ndim(value) != 0:
-        raise TypeError(f"{where} is a scalar, got an array of shape {np.shape(value)}")
+    if isinstance(value, str | bytes) or np.ndim(value) != 0:
+        raise TypeError(f"{where} is a scalar, got {type(value).__name__} {np.shape(value)}")
     if slot.element.is_float:
+        if np.dtype(getattr(value, "dtype", type(value))).kind not in "fiu":
+            raise TypeError(f"{where} takes a number, got {value!r}")
         return value
     kind = np.dtype(getattr(value, "dtype", type(value)))
     if slot.element.is_bool != (kind == np.bool_) or (not slot.element.is_bool and kind.kind not in "iu"):

@@ -19,7 +19,7 @@ import isozyme.jax  # noqa: E402
 from isozyme import Array, f64, i64  # noqa: E402
 
 
-@iz.kernel
+@iz.kernel(boundscheck=True)  # n comes from the caller: an index past x is an IndexError
 def scaled_squares(x: Array[f64], a: f64, n: i64, out: Array[f64]) -> f64:
     # accumulates into its output, and returns a float too
     s = 0.0
@@ -153,7 +153,7 @@ def test_a_shape_rule_may_read_an_integer_argument_given_as_a_python_int() -> No
 def test_check_grads_reverse_order_one() -> None:
     x, W, b = arrays(5, (3, 2), (4, 2), (4,))
     check_grads(dense_op, (x, W, b), order=1, modes=["rev"])
-    check_grads(lambda x, a: scaled_op(x, a, 3), (x[0], 0.7), order=1, modes=["rev"])
+    check_grads(lambda x, a: scaled_op(x, a, 2), (x[0], 0.7), order=1, modes=["rev"])
     check_grads(lambda x: dot_op(x, x), (x[1],), order=1, modes=["rev"])  # one buffer passed twice
 
 
@@ -171,5 +171,9 @@ def test_bad_arguments_name_the_parameter() -> None:
         dense_op(x, W, b[None])
     with pytest.raises(TypeError, match="parameter 'n'.*an int"):
         scaled_op(b, 1.0, 2.0)
+    with pytest.raises(TypeError, match="parameter 'a'.*a number"):
+        scaled_op(b, True, 2)
+    with pytest.raises(TypeError, match="parameter 'x'.*an array, got list"):
+        scaled_op([1.0, 2.0], 1.0, 2)
     with pytest.raises(TypeError, match=r"takes \(x, W, b\)"):
         dense_op(x, W)

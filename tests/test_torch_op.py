@@ -17,7 +17,7 @@ from isozyme import Array, f32, f64, i64  # noqa: E402
 F64 = torch.float64
 
 
-@iz.kernel
+@iz.kernel(boundscheck=True)  # n comes from the caller: an index past x is an IndexError
 def scaled_squares(x: Array[f64], a: f64, n: i64, out: Array[f64]) -> f64:
     # accumulates into its output, and returns a float too
     s = 0.0
