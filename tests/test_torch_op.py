@@ -201,8 +201,11 @@ def test_opcheck(which: str) -> None:
     if which == "forward":
         torch.library.opcheck(dense_op.forward_op, (x, W, b))
         torch.library.opcheck(gather_op.forward_op, (x[0], torch.tensor([1, 0]), torch.tensor(2.0, dtype=F64)))
+        torch.library.opcheck(scaled_op.forward_op, (x[:, 0], torch.tensor(0.5, dtype=F64), 3))
     else:
         torch.library.opcheck(dense_op.backward_op, (x, W, b, torch.ones(3, 4, dtype=F64)))
+        cotangents = (torch.ones(3, dtype=F64), torch.tensor(2.0, dtype=F64))
+        torch.library.opcheck(scaled_op.backward_op, (x[:, 0], torch.tensor(0.5, dtype=F64), 3, *cotangents))
 
 
 def test_contiguous_tensors_reach_the_kernel_without_a_copy_and_others_are_made_contiguous() -> None:
