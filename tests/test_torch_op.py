@@ -1,0 +1,310 @@
+"""`isozyme.torch.op`: kernels as PyTorch operators. Each op's results and gradients are compared with the
+same function written in torch (autograd's gradients of torch's ops, 1e-12), and with finite differences
+(`torch.autograd.gradcheck`, f64); `torch.library.opcheck` checks the registrations; the op runs in eager
+mode, under `torch.compile` (one opaque op, `fullgraph=True`: no graph break) and under `torch.func`."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import isozyme as iz  # noqa: E402
+import isozyme.torch  # noqa: E402
+from isozyme import Array, f32, f64, i64  # noqa: E402
+
+F64 = torch.float64
+
+
+@iz.kernel(boundscheck=True)  # n comes from the caller: an index past x is an IndexError
+def scaled_squares(x: Array[f64], a: f64, n: i64, out: Array[f64]) -> f64:
+    # accumulates into its output, and returns a float too
+    s = 0.0
+    for i in range(n):
+        out[i] += a * x[i] * x[i]
+        s += iz.sin(x[i])
+    return s
+
+
+def scaled_squares_torch(x, a, n):
+    return a * x[:n] * x[:n], torch.sin(x[:n]).sum()
+
+
+@iz.kernel
+def dense_tanh(h: Array[f64, 2], x: Array[f64, 2], W: Array[f64, 2], b: Array[f64]):
+    for i in range(x.shape[0]):
+        for j in range(W.shape[0]):
+            s = b[j]
+            for k in range(x.shape[1]):
+                s += x[i, k] * W[j, k]
+            h[i, j] = iz.tanh(s)
+
+
+@iz.kernel
+def gather_scale(out: Array[f64], x: Array[f64], index: Array[i64], scale: f64):
+    for i in range(index.shape[0]):
+        out[i] = scale * x[index[i]]
+
+
+@iz.kernel
+def dot(x: Array[f64], y: Array[f64]) -> f64:
+    s = 0.0
+    for i in range(x.shape[0]):
+        s += x[i] * y[i]
+    return s
+
+
+@iz.kernel
+def halve32(x: Array[f32], out: Array[f32]):
+    for i in range(x.shape[0]):
+        out[i] = x[i] * f32(0.5)
+
+
+@iz.kernel
+def count_positive(x: Array[f64]) -> i64:
+    count = 0
+    for i in range(x.shape[0]):
+        if x[i] > 0.0:
+            count += 1
+    return count
+
+
+@iz.kernel
+def outer(out: Array[f64, 2], x: Array[f64], y: Array[f64]):
+    for i in range(x.shape[0]):
+        for j in range(y.shape[0]):
+            out[i, j] = x[i] * y[j]
+
+
+@iz.kernel
+def doubles_in_place(x: Array[f64]):
+    for i in range(x.shape[0]):
+        x[i] = 2.0 * x[i]
+
+
+@iz.kernel
+def clip(out: Array[f64], x: Array[f64], limit: f64) -> i64:
+    clipped = 0
+    for i in range(x.shape[0]):
+        out[i] = min(x[i], limit)
+        if x[i] > limit:
+            clipped += 1
+    return clipped
+
+
+@iz.kernel
+def asserts_finite(x: Array[f64]):
+    for i in range(x.shape[0]):
+        assert abs(x[i]) < 1e300
+
+
+scaled_op = isozyme.torch.op(scaled_squares, outputs={"out": lambda x, a, n: (n,)})
+dense_op = isozyme.torch.op(dense_tanh, outputs={"h": lambda x, W, b: (x.shape[0], W.shape[0])})
+gather_op = isozyme.torch.op(gather_scale, outputs={"out": "index"})
+dot_op = isozyme.torch.op(dot)
+
+
+def dense_torch(x, W, b):
+    return torch.tanh(x @ W.T + b)
+
+
+def tensors(seed: int, *shapes: tuple[int, ...]) -> list:
+    generator = torch.Generator().manual_seed(seed)
+    return [torch.randn(shape, generator=generator, dtype=F64, requires_grad=True) for shape in shapes]
+
+
+def assert_close(actual, expected, rtol: float = 1e-12) -> None:
+    torch.testing.assert_close(actual, expected, rtol=rtol, atol=1e-14)
+
+
+def test_values_and_gradients_match_the_function_written_in_torch() -> None:
+    x, a = tensors(0, (7,), ())
+    out, s = scaled_op(x, a, 7)
+    out_t, s_t = scaled_squares_torch(x, a, 7)
+    assert_close(out, out_t)
+    assert_close(s, s_t)
+    weights = torch.linspace(-1.0, 1.0, 7, dtype=F64)
+    loss, loss_t = (weights * out).sum() + 3.0 * s, (weights * out_t).sum() + 3.0 * s_t
+    assert_close(torch.autograd.grad(loss, (x, a)), torch.autograd.grad(loss_t, (x, a)))
+
+
+def test_outputs_are_fresh_zeroed_tensors() -> None:
+    """The kernel accumulates into `out`: each call starts from zeros, so two calls agree."""
+    x, a = tensors(1, (5,), ())
+    first, _ = scaled_op(x, a, 5)
+    second, _ = scaled_op(x, a, 5)
+    assert_close(second, first)
+    assert_close(first, a * x * x)
+
+
+def test_two_dimensional_layer_matches_torch() -> None:
+    x, W, b = tensors(2, (6, 3), (4, 3), (4,))
+    h = dense_op(x, W, b)
+    h_t = dense_torch(x, W, b)
+    assert h.shape == (6, 4)
+    assert_close(h, h_t)
+    cotangent = torch.randn(6, 4, dtype=F64, generator=torch.Generator().manual_seed(3))
+    assert_close(torch.autograd.grad(h, (x, W, b), cotangent), torch.autograd.grad(h_t, (x, W, b), cotangent))
+
+
+def test_integer_arrays_and_scalars_get_no_gradient() -> None:
+    (x,) = tensors(4, (5,))
+    index = torch.tensor([4, 0, 0, 2], dtype=torch.int64)
+    scale = torch.tensor(1.5, dtype=F64, requires_grad=True)
+    out = gather_op(x, index, scale)
+    out_t = scale * x[index]
+    assert_close(out, out_t)
+    cotangent = torch.tensor([1.0, 2.0, 3.0, 4.0], dtype=F64)
+    assert_close(torch.autograd.grad(out, (x, scale), cotangent), torch.autograd.grad(out_t, (x, scale), cotangent))
+    counted = isozyme.torch.op(count_positive)(x)
+    assert counted.dtype == torch.int64 and counted.item() == int((x > 0).sum())
+    assert not counted.requires_grad
+
+
+def test_shape_rule_as_a_function() -> None:
+    x, y = tensors(17, (3,), (4,))
+    product = isozyme.torch.op(outer, outputs={"out": lambda x, y: (x.shape[0], y.shape[0])})(x, y)
+    assert_close(product, torch.outer(x, y))
+    cotangent = torch.randn(3, 4, dtype=F64, generator=torch.Generator().manual_seed(18))
+    assert_close(torch.autograd.grad(product, (x, y), cotangent),
+                 torch.autograd.grad(torch.outer(x, y), (x, y), cotangent))
+
+
+def test_an_integer_result_beside_a_float_output() -> None:
+    x, limit = tensors(19, (6,), ())
+    out, clipped = isozyme.torch.op(clip, outputs=("out",))(x, limit)
+    assert clipped.dtype == torch.int64 and clipped.item() == int((x > limit).sum())
+    assert not clipped.requires_grad
+    weights = torch.arange(6.0, dtype=F64)
+    assert_close(torch.autograd.grad((weights * out).sum(), (x, limit)),
+                 torch.autograd.grad((weights * torch.minimum(x, limit)).sum(), (x, limit)))
+
+
+def test_one_tensor_passed_twice() -> None:
+    """The kernel refuses arrays that share memory; the op copies the second, so dot(x, x) works."""
+    (x,) = tensors(5, (6,))
+    value = dot_op(x, x)
+    assert_close(value, (x * x).sum())
+    assert_close(torch.autograd.grad(value, x)[0], 2 * x.detach())
+
+
+def test_gradcheck_f64() -> None:
+    x, a = tensors(6, (5,), ())
+    assert torch.autograd.gradcheck(lambda x, a: scaled_op(x, a, 5), (x, a))
+    assert torch.autograd.gradcheck(dense_op, tuple(tensors(7, (3, 2), (4, 2), (4,))))
+
+
+@pytest.mark.parametrize("which", ["forward", "backward"])
+def test_opcheck(which: str) -> None:
+    x, W, b = (t.detach() for t in tensors(8, (3, 2), (4, 2), (4,)))
+    if which == "forward":
+        torch.library.opcheck(dense_op.forward_op, (x, W, b))
+        torch.library.opcheck(gather_op.forward_op, (x[0], torch.tensor([1, 0]), torch.tensor(2.0, dtype=F64)))
+        torch.library.opcheck(scaled_op.forward_op, (x[:, 0], torch.tensor(0.5, dtype=F64), 3))
+    else:
+        torch.library.opcheck(dense_op.backward_op, (x, W, b, torch.ones(3, 4, dtype=F64)))
+        cotangents = (torch.ones(3, dtype=F64), torch.tensor(2.0, dtype=F64))
+        torch.library.opcheck(scaled_op.backward_op, (x[:, 0], torch.tensor(0.5, dtype=F64), 3, *cotangents))
+
+
+def test_contiguous_tensors_reach_the_kernel_without_a_copy_and_others_are_made_contiguous() -> None:
+    (x,) = tensors(9, (8,))
+    (view,) = dense_op._numpy([x])
+    assert np.shares_memory(view, x.detach().numpy())
+    strided = x[::2]
+    a = torch.tensor(2.0, dtype=F64)
+    out, s = scaled_op(strided, a, 4)
+    assert_close(out, a * strided * strided)
+    assert_close(s, torch.sin(strided).sum())
+
+
+def test_f32_kernel_and_keyword_arguments() -> None:
+    x = torch.arange(4, dtype=torch.float32, requires_grad=True)
+    out = isozyme.torch.op(halve32, outputs=("out",))(x=x)
+    assert out.dtype == torch.float32
+    torch.testing.assert_close(out, 0.5 * x)
+    torch.testing.assert_close(torch.autograd.grad(out.sum(), x)[0], torch.full((4,), 0.5))
+
+
+def test_torch_compile_one_opaque_op_no_graph_break() -> None:
+    """A training step's loss and gradients under `torch.compile(fullgraph=True)` (inductor) equal eager
+    mode's and torch's; dynamo's graph holds one call of the op, and one of its backward op."""
+    x, W, b = tensors(10, (5, 3), (4, 3), (4,))
+    target = torch.randn(5, 4, dtype=F64, generator=torch.Generator().manual_seed(11))
+
+    def loss(x, W, b):
+        return ((dense_op(x, W, b) - target) ** 2).mean()
+
+    compiled = torch.compile(loss, fullgraph=True)
+    value = compiled(x, W, b)
+    expected = loss(x, W, b)
+    assert_close(value, expected)
+    assert_close(torch.autograd.grad(value, (W, b)), torch.autograd.grad(expected, (W, b)))
+    reference = ((dense_torch(x, W, b) - target) ** 2).mean()
+    assert_close(value, reference)
+    graphs = []
+
+    def capture(graph_module, example_inputs):
+        graphs.append(graph_module)
+        return graph_module.forward
+    torch._dynamo.reset()
+    torch.compile(loss, fullgraph=True, backend=capture)(x, W, b)
+    assert len(graphs) == 1
+    calls = [node.target for module in graphs[0].modules() for node in module.graph.nodes
+             if node.op == "call_function"]
+    assert calls.count(dense_op.forward_op._opoverload) == 1
+    assert calls.count(dense_op.backward_op._opoverload) == 1
+
+
+def test_torch_func_grad_vjp_and_vmap() -> None:
+    x, W, b = (t.detach() for t in tensors(12, (3, 2), (4, 2), (4,)))
+
+    def loss(W, op):
+        return (op(x, W, b) ** 2).sum()
+    assert_close(torch.func.grad(loss)(W, dense_op), torch.func.grad(loss)(W, dense_torch))
+    cotangent = torch.randn(3, 4, dtype=F64, generator=torch.Generator().manual_seed(13))
+    _, vjp = torch.func.vjp(lambda x, W: dense_op(x, W, b), x, W)
+    _, vjp_t = torch.func.vjp(lambda x, W: dense_torch(x, W, b), x, W)
+    assert_close(vjp(cotangent), vjp_t(cotangent))
+    batch = torch.randn(5, 4, 2, dtype=F64, generator=torch.Generator().manual_seed(14))  # five W
+    per_example = torch.func.vmap(torch.func.grad(loss), in_dims=(0, None))
+    assert_close(per_example(batch, dense_op), per_example(batch, dense_torch))
+
+
+def test_second_derivatives_are_an_error() -> None:
+    x, W, b = tensors(15, (3, 2), (4, 2), (4,))
+    (gradient,) = torch.autograd.grad(dense_op(x, W, b).sum(), W, create_graph=True)
+    with pytest.raises(RuntimeError, match="first derivative only"):
+        gradient.sum().backward()
+    with pytest.raises(RuntimeError, match="first derivative only"):
+        torch.func.grad(lambda W: torch.func.grad(lambda W: dense_op(x, W, b).sum())(W).sum())(W.detach())
+
+
+def test_bad_arguments_name_the_parameter() -> None:
+    x, W, b = (t.detach() for t in tensors(16, (3, 2), (4, 2), (4,)))
+    with pytest.raises(TypeError, match="parameter 'W' of kernel 'dense_tanh'.*float64.*float32"):
+        dense_op(x, W.float(), b)
+    with pytest.raises(TypeError, match="parameter 'b'.*1-d tensor"):
+        dense_op(x, W, b[None])
+    with pytest.raises(TypeError, match="parameter 'x'.*torch.Tensor"):
+        dense_op(x.numpy(), W, b)
+    with pytest.raises(TypeError, match="parameter 'n'.*int"):
+        scaled_op(x[0], 1.0, 2.0)
+    with pytest.raises(TypeError, match=r"takes \(x, W, b\)"):
+        dense_op(x, W)
+    with pytest.raises(ValueError, match="parameter 'x'.*run on the CPU.*meta"):
+        dense_op(x.to("meta"), W, b)
+
+
+def test_bad_op_definitions() -> None:
+    with pytest.raises(ValueError, match="may write its array parameter 'x'.*not in outputs"):
+        isozyme.torch.op(doubles_in_place)
+    with pytest.raises(ValueError, match="'y', which is not a parameter.*x, a, n, out"):
+        isozyme.torch.op(scaled_squares, outputs=("y",))
+    with pytest.raises(TypeError, match="output 'a'.*scalar parameter"):
+        isozyme.torch.op(scaled_squares, outputs=("a",))
+    with pytest.raises(ValueError, match="output 'out'.*needs its shape: no input array has rank 2"):
+        isozyme.torch.op(outer, outputs=("out",))
+    with pytest.raises(ValueError, match="returns nothing and outputs names no array"):
+        isozyme.torch.op(asserts_finite)
