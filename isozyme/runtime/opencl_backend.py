@@ -347,16 +347,19 @@ class Runner:
                  args: list[object]) -> Any:
         """Launch `kernel`, setting only the arguments that differ from its previous launch: a serial kernel
         is launched again after every request, with the same arguments, and setting some forty of them
-        costs more than the launch on a GPU. Buffers are compared by identity, scalars by type and value."""
+        costs more than the launch on a GPU. Buffers are compared by identity, scalars by type and bits (-0.0
+        is not 0.0)."""
         previous = self.kernel_args.get(kernel)
         if previous is None or len(previous) != len(args):
             kernel.set_args(*args)
             self.kernel_args[kernel] = list(args)
         else:
             for index, (old, new) in enumerate(zip(previous, args)):
-                if old is not new and (type(old) is not type(new) or not isinstance(new, np.generic) or old != new):
-                    kernel.set_arg(index, new)
-                    previous[index] = new
+                if old is new or (type(old) is type(new) and isinstance(new, np.generic)
+                                  and old.tobytes() == new.tobytes()):  # type: ignore[attr-defined]
+                    continue
+                kernel.set_arg(index, new)
+                previous[index] = new
         return import_pyopencl().enqueue_nd_range_kernel(self.queue, kernel, global_size, local_size)
 
     def _note(self, event: Any, kind: str, name: str, global_size: tuple[int, ...] = (),
