@@ -1,0 +1,101 @@
+"""What a repeated OpenCL call does without the host (`opencl_serial.SerialRenderer.request_alloc`, CLEAR).
+
+A local array whose buffer is already large enough is reused without a request, a zeroed one is zero at
+the start of every call (cleared by the serial kernel when small, by a host fill when larger than
+`SERIAL_CLEAR_LIMIT`), and the runner sets only the kernel arguments that changed: calls on other arrays
+of the same shape, and on device arrays, must see their own arguments. Results are compared with numpy and
+with the `llvm` backend; round trips are counted by the profiler."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import isozyme as iz
+from isozyme import Array, Duplicated, f64, i64
+from isozyme.codegen.opencl_serial import SERIAL_CLEAR_LIMIT
+
+pytest.importorskip("pyopencl")
+
+
+def histogram(out: Array[f64], x: Array[f64], m: i64):
+    counts = iz.zeros(m, f64)  # atomic adds from every work item: wrong in a second call unless cleared
+    for i in iz.prange(len(x)):
+        counts[int(x[i] * m)] += 1.0
+    for j in iz.prange(m):
+        out[j] = counts[j] * float(j + 1)
+
+
+def smooth(y: Array[f64], x: Array[f64]) -> f64:
+    n = len(x)
+    t = iz.zeros(n, f64)
+    for i in iz.prange(n):
+        t[i] = iz.sin(x[i]) * x[i]
+    s = 0.0
+    for i in iz.prange(n):
+        y[i] = t[i] * t[(i + 1) % n]
+        s += t[i]
+    return s
+
+
+@pytest.mark.parametrize("m", [100, SERIAL_CLEAR_LIMIT + 904])  # cleared by the serial kernel, by the host
+def test_a_zeroed_local_array_is_zero_in_every_call(m):
+    kernel = iz.kernel(histogram, backend="opencl")
+    rng = np.random.default_rng(m)
+    for call in range(3):
+        x = rng.random(20_000)
+        out = np.zeros(m)
+        kernel(out, x, m)
+        expected = np.bincount((x * m).astype(int), minlength=m) * np.arange(1, m + 1)
+        np.testing.assert_array_equal(out, expected, err_msg=f"call {call}")
+
+
+@pytest.mark.parametrize("n, clears", [(SERIAL_CLEAR_LIMIT - 96, 0), (SERIAL_CLEAR_LIMIT + 904, 1)])
+def test_a_repeated_call_asks_the_host_only_to_launch_and_clear(n, clears):
+    kernel = iz.kernel(smooth, backend="opencl")
+    x = np.linspace(0.0, 3.0, n)
+    y = np.zeros_like(x)
+    with iz.profile() as prof:
+        first = kernel(y, x)
+        second = kernel(y, x)
+    loops = [sum(launch.kind == "loop" for launch in call.launches) for call in prof.calls]
+    assert loops == [2, 2]
+    assert prof.calls[0].round_trips > loops[0] + 1 + clears  # the first call allocates through the host
+    # the second reuses its buffers: a serial run per launch and one, and one per host fill of `t`
+    assert prof.calls[1].round_trips == loops[1] + 1 + clears
+    assert sum(launch.kind == "fill" for launch in prof.calls[1].launches) == clears
+    t = np.sin(x) * x
+    np.testing.assert_allclose(y, t * np.roll(t, -1), rtol=1e-14)
+    assert first == pytest.approx(t.sum(), rel=1e-12) and second == first
+
+
+def test_calls_on_other_arrays_see_their_own_arguments():
+    """The runner keeps the arguments it set; every call on new arrays (numpy or device) must reset them."""
+    kernel = iz.kernel(smooth, backend="opencl")
+    rng = np.random.default_rng(3)
+    for trial in range(4):
+        x = rng.random(3000 + 500 * (trial % 2))  # two shapes, alternating
+        y = np.zeros_like(x)
+        arguments = (iz.to_device(y), iz.to_device(x)) if trial >= 2 else (y, x)
+        total = kernel(*arguments)
+        if trial >= 2:
+            y = arguments[0].get()
+        t = np.sin(x) * x
+        np.testing.assert_allclose(y, t * np.roll(t, -1), rtol=1e-14, err_msg=f"trial {trial}")
+        assert total == pytest.approx(t.sum(), rel=1e-12)
+
+
+def test_repeated_gradients_with_large_zeroed_shadows_match_llvm():
+    """The gradient's shadow of `t` is a zeroed array of n > SERIAL_CLEAR_LIMIT elements: cleared by the
+    host in every call, or the second gradient would add the first one's adjoints."""
+    n = 3 * SERIAL_CLEAR_LIMIT
+    x = np.random.default_rng(4).random(n)
+    on_cpu = iz.kernel(smooth, backend="llvm")
+    on_opencl = iz.kernel(smooth, backend="opencl")
+    dy = np.random.default_rng(5).random(n)
+    expected = np.zeros(n)
+    iz.autodiff(on_cpu, Duplicated(np.zeros(n), dy.copy()), Duplicated(x, expected))
+    for call in range(3):
+        dx = np.zeros(n)
+        iz.autodiff(on_opencl, Duplicated(np.zeros(n), dy.copy()), Duplicated(x, dx))
+        np.testing.assert_allclose(dx, expected, rtol=1e-12, atol=1e-14, err_msg=f"call {call}")
