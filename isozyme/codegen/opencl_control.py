@@ -29,7 +29,8 @@ HEADER_WORDS = ERROR + 1 + PAYLOAD_WORDS
 """The words the host reads after each run of the serial kernel."""
 DONE, LAUNCH, ALLOC, GROW, CLEAR = 1, 2, 3, 4, 5
 GROUP_SIZE = 256
-"""Work items per group in a kernel with work-group reductions (a power of two)."""
+"""Work items per group in a kernel with work-group reductions (a power of two) unless the runtime chooses
+another for its device (`emit_opencl`'s `group_size`, `runtime/opencl_backend.group_size`)."""
 
 
 @dataclass

@@ -42,9 +42,11 @@ class BodyRenderer(FunctionRenderer):
     """One iteration of a parallel loop as `iz_body<k>(gid, ...)`, and its kernel `iz_par<k>`."""
 
     def __init__(self, lang: OpenCLRenderer, function: Function, plan: OutOfSSA, loop: ParallelLoop,
-                 serial: SerialRenderer, reduction: str) -> None:
+                 serial: SerialRenderer, reduction: str, group_size: int = GROUP_SIZE) -> None:
         super().__init__(lang, function, plan, LOWERINGS)
         self.loop = loop
+        self.group_size = group_size
+        """Work items per group of the kernel when it has work-group sums (a power of two)."""
         self.serial = serial
         self.naive = reduction == "atomic"
         self.inputs: list[tuple[str, str]] = []
@@ -149,7 +151,7 @@ class BodyRenderer(FunctionRenderer):
         lang, k = self.lang, self.loop.number
         params = [*kernel_params(lang, self.function), *self.serial.site_params(), "__global long* ctl",
                   "__global long* part", "__global long* heap", "long trip"]
-        attribute = f"__attribute__((reqd_work_group_size({GROUP_SIZE}, 1, 1))) " if self.accumulators else ""
+        attribute = f"__attribute__((reqd_work_group_size({self.group_size}, 1, 1))) " if self.accumulators else ""
         lines = [f"__kernel {attribute}void iz_par{k}({', '.join(params)}) {{",
                  *argument_declarations(lang, self.function),
                  *(f"  {ty} in{j} = {expression};" for j, (ty, expression) in enumerate(self.inputs)),
@@ -164,7 +166,7 @@ class BodyRenderer(FunctionRenderer):
         lines += ["  int lid = (int)get_local_id(0);", "  long group = (long)get_group_id(0);",
                   "  long groups = (long)get_num_groups(0);", "  __local int last;"]
         for ty in dict.fromkeys(str(ty) for ty, _ in self.accumulators):
-            lines.append(f"  __local {lang.storage_types[ty]} red_{ty}[{GROUP_SIZE}];")
+            lines.append(f"  __local {lang.storage_types[ty]} red_{ty}[{self.group_size}];")
         for j, (ty, _) in enumerate(self.accumulators):
             lines += [*self._group_sum(ty, f"acc{j}"),
                       f"  if (lid == 0) {store_word(ty, f'part[{j} * groups + group]', f'red_{ty}[0]')}"]
@@ -175,7 +177,7 @@ class BodyRenderer(FunctionRenderer):
         for j, (ty, value) in enumerate(self.accumulators):
             total = f"total{j}"
             lines += [f"  {lang.scalar(ty)} {total} = {identity(lang, ty)};",
-                      f"  for (long g = lid; g < groups; g += {GROUP_SIZE}) "
+                      f"  for (long g = lid; g < groups; g += {self.group_size}) "
                       f"{total} = {wrapping_add(lang, ty, total, load_word(ty, f'done[{j} * groups + g]'))};",
                       *self._group_sum(ty, total),
                       "  if (lid == 0) {", *self._group_target(ty, value, f"red_{ty}[0]"), "  }"]
@@ -185,7 +187,7 @@ class BodyRenderer(FunctionRenderer):
         """The sum of `value` over the work group, left in `red_<ty>[0]` (a tree in local memory)."""
         red = f"red_{ty}"
         return ["  barrier(CLK_LOCAL_MEM_FENCE);", f"  {red}[lid] = {value};", "  barrier(CLK_LOCAL_MEM_FENCE);",
-                f"  for (int s = {GROUP_SIZE // 2}; s > 0; s >>= 1) {{",
+                f"  for (int s = {self.group_size // 2}; s > 0; s >>= 1) {{",
                 f"    if (lid < s) {red}[lid] = {wrapping_add(self.lang, ty, f'{red}[lid]', f'{red}[lid + s]')};",
                 "    barrier(CLK_LOCAL_MEM_FENCE);", "  }"]
 

@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 
 from isozyme.codegen.abi import CodegenError, CodegenOptions
 from isozyme.codegen.error_sites import ErrorSite
-from isozyme.codegen.opencl_control import AllocSite
+from isozyme.codegen.opencl_control import GROUP_SIZE, AllocSite
 from isozyme.codegen.opencl_function import FunctionRenderer
 from isozyme.codegen.opencl_language import OpenCLRenderer
 from isozyme.codegen.opencl_loop_kernels import BodyRenderer
@@ -63,7 +63,7 @@ class LoopKernel:
     name: str
     location: str
     accumulators: int
-    """How many sums its work groups reduce (the work-group size is then `GROUP_SIZE`)."""
+    """How many sums its work groups reduce (the work-group size is then the program's `group_size`)."""
 
 
 @dataclass
@@ -90,6 +90,8 @@ class OpenCLProgram:
     capacities: int = 0
     """The control word of site 0's buffer capacity in elements (site k's follows at `capacities + k`): the
     host writes them before a call; the serial kernel asks for a site's buffer only when it is too small."""
+    group_size: int = GROUP_SIZE
+    """The work-group size its kernels with work-group reductions require (`reqd_work_group_size`)."""
 
 
 def render_called_functions(lang: OpenCLRenderer, plans: dict[Function, OutOfSSA]) -> list[str]:
@@ -107,10 +109,11 @@ def render_called_functions(lang: OpenCLRenderer, plans: dict[Function, OutOfSSA
 
 
 def emit_opencl(module: Module, entry: Function, options: CodegenOptions, writable: frozenset[int],
-                reduction: str = "group") -> OpenCLProgram:
+                reduction: str = "group", group_size: int = GROUP_SIZE) -> OpenCLProgram:
     """The OpenCL program of `module` with `entry` as the kernel (module docstring). `writable` is what the
     caller's memory-effects analysis found `entry` may write (`OpenCLProgram.writable`). `reduction="atomic"`
     replaces work-group reductions by one atomic add per work item (a baseline for benchmarks).
+    `group_size` (a power of two) is the work-group size of loop kernels with work-group reductions.
     Out-of-SSA and the parallel-loop rewrite change `module` in place (it stays valid SSA with the same
     semantics); the caller passes a module it owns."""
     for function in module:
@@ -122,7 +125,9 @@ def emit_opencl(module: Module, entry: Function, options: CodegenOptions, writab
     loops, serial_reasons = plan_parallel_loops(entry)
     serial = SerialRenderer(lang, entry, plan, loops, sum(len(loop.reductions) for loop in loops))
     serial_lines = serial.render()
-    bodies = [BodyRenderer(lang, entry, plan, loop, serial, reduction) for loop in loops]
+    if group_size < 1 or group_size & (group_size - 1):
+        raise CodegenError(f"the work-group size must be a power of two, not {group_size}")
+    bodies = [BodyRenderer(lang, entry, plan, loop, serial, reduction, group_size) for loop in loops]
     body_lines = [["", *body.render(), "", *body.kernel()] for body in bodies]
     lines = [*lang.prelude_lines, *lang.helpers(), "", *render_called_functions(lang, plans)]
     for body in body_lines:
@@ -130,4 +135,4 @@ def emit_opencl(module: Module, entry: Function, options: CodegenOptions, writab
     lines += ["", *serial_lines]
     kernels = [LoopKernel(f"iz_par{b.loop.number}", b.loop.location, len(b.accumulators)) for b in bodies]
     return OpenCLProgram("\n".join(lines) + "\n", "iz_serial", kernels, serial.allocs, serial.layout.next,
-                         lang.sites, serial_reasons, lang.uses_heap, writable, serial.capacities)
+                         lang.sites, serial_reasons, lang.uses_heap, writable, serial.capacities, group_size)

@@ -62,7 +62,7 @@ from isozyme.optimize.memory_reuse import place_module_in_arena
 from isozyme.runtime import disk_cache, host_identity, opencl_counters, profiler
 from isozyme.runtime.device_array import DeviceArray
 from isozyme.runtime.disk_cache import sha256
-from isozyme.runtime.opencl_device import Device, device, import_pyopencl
+from isozyme.runtime.opencl_device import Device, OpenCLUnavailable, device, import_pyopencl
 from isozyme.ssa.ir import Function, Module
 from isozyme.ssa.printer import print_module
 from isozyme.ssa.types import ArrayType, ScalarType
@@ -95,18 +95,22 @@ def build_options(where: Device) -> str:
 
 def opencl_source(module: Module, function: Function, options: CodegenOptions) -> str:
     """The OpenCL C of `module` with `function` as the kernel (`iz.show_ir(kernel, stage="opencl")`)."""
-    program = _emit(module, function, options)
+    try:
+        size = group_size(device())
+    except OpenCLUnavailable:  # the source as a device with 256-item groups gets it
+        size = GROUP_SIZE
+    program = _emit(module, function, options, size)
     notes = [f"// {reason}" for reason in program.serial_loops]
     return "\n".join([*notes, program.source]) if notes else program.source
 
 
-def _emit(module: Module, function: Function, options: CodegenOptions) -> OpenCLProgram:
+def _emit(module: Module, function: Function, options: CodegenOptions, size: int) -> OpenCLProgram:
     """The program, after giving every loop one latch and a preheader (a derivative's reverse loops may
-    have several latches), as the parallel-loop analysis needs."""
+    have several latches), as the parallel-loop analysis needs; `size` is its work-group size."""
     canonicalize_loop_structure(function)
     place_module_in_arena(module)  # after every SSA pass, right before codegen (optimize/memory_reuse.py)
     writable = frozenset(module_memory_effects(module)[function].writes)
-    return emit_opencl(module, function, options, writable, reduction_mode())
+    return emit_opencl(module, function, options, writable, reduction_mode(), size)
 
 
 def heap_megabytes() -> int:
@@ -127,6 +131,19 @@ def reduction_mode() -> str:
     return mode
 
 
+def group_size(where: Device) -> int:
+    """The work-group size of loop kernels with work-group sums on `where`: `ISOZYME_OPENCL_GROUP_SIZE` (a
+    power of two the device allows), else 256, or the device's largest work group if smaller."""
+    value = os.environ.get("ISOZYME_OPENCL_GROUP_SIZE", "")
+    if not value:
+        return min(GROUP_SIZE, where.largest_group)
+    size = int(value) if value.isdigit() else 0
+    if size < 1 or size & (size - 1) or size > where.largest_group:
+        raise ValueError(f"ISOZYME_OPENCL_GROUP_SIZE must be a power of two of at most {where.largest_group} (the "
+                         f"largest work group of {where.name}), not {value!r}")
+    return size
+
+
 GROUPS_PER_UNIT = 8
 """Work groups per compute unit that a parallel loop's launch asks for."""
 
@@ -140,7 +157,8 @@ _SCALAR_DTYPES = {"i1": np.uint8, "i32": np.int32, "i64": np.int64, "f32": np.fl
 
 def compile_opencl(module: Module, function: Function, options: CodegenOptions) -> Callable[..., object]:
     """A function running `function` on the OpenCL device on checked argument values (module docstring)."""
-    return _runner(function.name, _emit(module, function, options), [arg.type for arg in function.args],
+    program = _emit(module, function, options, group_size(device()))
+    return _runner(function.name, program, [arg.type for arg in function.args],
                    function.return_type)
 
 
@@ -150,8 +168,9 @@ def _runner(name: str, program: OpenCLProgram, types: Sequence[Any], return_type
     return Runner(name, program, device(), types, return_type)
 
 
-CACHE_FORMAT = "isozyme opencl backend 3"
-"""Changes when what the backend stores changes (2: the writable parameters; 3: the capacity words)."""
+CACHE_FORMAT = "isozyme opencl backend 4"
+"""Changes when what the backend stores changes (2: the writable parameters; 3: the capacity words; 4: the
+work-group size)."""
 _programs: dict[str, OpenCLProgram] = {}
 """Programs made or loaded in this process, by cache key."""
 
@@ -166,7 +185,7 @@ def compile_cached(name: str, module: Module, entry: str, pipeline: str, optimiz
     runner needs; pyopencl and the driver cache the device binaries themselves."""
     locations = "\n".join(str(inst.loc) for function in module for inst in function.instructions())
     material = "\n".join([CACHE_FORMAT, host_identity.compiler_description(), pipeline, repr(options),
-                          reduction_mode(), entry, print_module(module), locations])
+                          reduction_mode(), str(group_size(device())), entry, print_module(module), locations])
     key = sha256(material.encode()).hexdigest()
     if key not in _programs:
         cached = disk_cache.load(key, name) if use_disk_cache else None
@@ -174,7 +193,7 @@ def compile_cached(name: str, module: Module, entry: str, pipeline: str, optimiz
         if program is None:
             function = optimize(module)
             assert function.name == entry, (function.name, entry)
-            program = _emit(module, function, options)
+            program = _emit(module, function, options, group_size(device()))
             if use_disk_cache:
                 disk_cache.store(key, _metadata(program), program.source.encode(), name)
         _programs[key] = program
@@ -185,7 +204,8 @@ def _metadata(program: OpenCLProgram) -> dict[str, object]:
     return {"serial": program.serial, "loops": [[k.name, k.location, k.accumulators] for k in program.loops],
             "allocs": [[a.element, a.fill, a.location] for a in program.allocs], "control_words": program.control_words,
             "sites": [site.to_json() for site in program.sites], "serial_loops": program.serial_loops,
-            "uses_heap": program.uses_heap, "writable": sorted(program.writable), "capacities": program.capacities}
+            "uses_heap": program.uses_heap, "writable": sorted(program.writable), "capacities": program.capacities,
+            "group_size": program.group_size}
 
 
 def _decoded(entry: disk_cache.Entry) -> OpenCLProgram | None:
@@ -198,7 +218,7 @@ def _decoded(entry: disk_cache.Entry) -> OpenCLProgram | None:
                              [ErrorSite.from_json(site) for site in meta["sites"]],  # type: ignore
                              [str(reason) for reason in meta["serial_loops"]],  # type: ignore
                              bool(meta["uses_heap"]), frozenset(int(p) for p in meta["writable"]),  # type: ignore
-                             int(meta["capacities"]))  # type: ignore[call-overload]
+                             int(meta["capacities"]), int(meta["group_size"]))  # type: ignore[call-overload]
     except (KeyError, TypeError, ValueError, UnicodeDecodeError) as error:
         disk_cache.event("corrupt", f"OpenCL program ({error}); compiling again")
         return None
@@ -323,15 +343,16 @@ class Runner:
             if kind == LAUNCH:
                 number, trip = int(header[ARG0]), int(header[ARG1])
                 if trip > 0:
-                    groups = min(-(-trip // GROUP_SIZE), self.max_groups)
+                    size = self.program.group_size
+                    groups = min(-(-trip // size), self.max_groups)
                     words = groups * self.program.loops[number].accumulators
                     if words > self.partials[1]:
                         self.partials = (self._buffer(AllocSite("i64", 0), words), words)
-                    local = (GROUP_SIZE,) if words else None
-                    self._note(self._enqueue(self.loops[number], (groups * GROUP_SIZE,), local,
+                    local = (size,) if words else None
+                    self._note(self._enqueue(self.loops[number], (groups * size,), local,
                                              [*args, *(buffer for buffer, _ in self.sites), control, self.partials[0],
                                               self.heap[0], np.int64(trip)]),
-                               "loop", self.program.loops[number].name, (groups * GROUP_SIZE,), local or ())
+                               "loop", self.program.loops[number].name, (groups * size,), local or ())
                     if self.counted is not None:
                         self.counted.loop_launch(number, control)
             elif kind == ALLOC:

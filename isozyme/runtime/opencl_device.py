@@ -33,6 +33,8 @@ class Device:
     """Has `cl_ext_float_atomics` and OpenCL C 3.0."""
     largest_buffer: int = 2**63 - 1
     """`CL_DEVICE_MAX_MEM_ALLOC_SIZE`: the most bytes of one buffer."""
+    largest_group: int = 256
+    """`CL_DEVICE_MAX_WORK_GROUP_SIZE`: the most work items of one group."""
     ptx: bool = False
     """NVIDIA's OpenCL, which compiles OpenCL C to PTX and accepts inline PTX (native float atomic adds)."""
 
@@ -66,8 +68,9 @@ def device(selector: str | None = None) -> Device:
     platform, dev = chosen[0]
     context = cl.Context([dev])
     return Device(context, cl.CommandQueue(context), f"{platform.name}: {dev.name}", dev.max_compute_units,
-                  bool(dev.type & cl.device_type.GPU), _has_float_atomics(cl, dev), dev.max_mem_alloc_size,
-                  "NVIDIA" in platform.name and bool(dev.type & cl.device_type.GPU))
+                  bool(dev.type & cl.device_type.GPU), float_atomics=_has_float_atomics(cl, dev),
+                  largest_buffer=dev.max_mem_alloc_size, largest_group=dev.max_work_group_size,
+                  ptx="NVIDIA" in platform.name and bool(dev.type & cl.device_type.GPU))
 
 
 def _has_float_atomics(cl: Any, dev: Any) -> bool:
