@@ -1,0 +1,501 @@
+"""A GPT-style transformer language model trained end to end: forward, loss, gradient and Adam update
+compiled by isozyme (issue 26, part 4). The gradient is isozyme's reverse mode of the loss kernel, nothing
+is written by hand.
+
+The model (pre-LayerNorm, as GPT-2), for token ids `tokens[b, s]` and next-token targets `targets[b, s]`:
+
+    x = tok_emb[tokens] + pos_emb                              (B, S, d)
+    for each of the L layers:
+        x = x + proj(causal_self_attention(LN1(x)))            heads of size d / heads, softmax over j <= i
+        x = x + fc2(gelu(fc1(LN2(x))))                         fc1: d -> F, gelu(z) = z (1 + erf(z / sqrt 2)) / 2
+    loss = mean over (b, s) of cross_entropy(head(LNf(x)), targets)
+
+Every dense layer is `y = x W^T + b` with W stored (out, in), as `torch.nn.Linear` stores it, so the
+weights copy one to one into `TorchTransformer`, the same model in PyTorch (`torch_loss`), which the tests
+and `benchmarks/transformer.py` train beside this one, from the same weights on the same batches. The
+parameters of the L layers are stacked (`attn_w` is (L, 3d, d): the rows of q, then k, then v); all of them
+live in one flat vector (`Parameters`), of which the kernel's arguments are views, so one `adam_step` call
+updates everything.
+
+`transformer_loss` is one kernel: each stage (`layer_norm`, `qkv_projection`, `causal_attention`,
+`dense_residual`, `dense_gelu`, `cross_entropy`) is a helper kernel, inlined, whose outer loop is a
+`prange` over tokens (or over (batch, head) pairs for the attention), so each runs on every core
+(`iz.set_num_threads`) and, on OpenCL, as an NDRange kernel. Activations are local arrays with a layer
+index (`a1[l, n, c]`): each element is written once, as a tensor program would, and the reverse pass reads
+what it needs from them. Queries, keys, values and the attention output are stored head-major
+(`q[l, b * heads + h, s, c]`), so that the work item of a (batch, head) pair owns the elements of its
+adjoints. The head count is an argument with the head size (`heads * head_dim == d`, asserted): extents and
+trip counts then need no division (a division may trap, so the compiler does not treat it as known when
+the kernel starts, and a local array sized by one would be left out of the memory plan).
+
+Softmax (in the attention and in the loss) subtracts a shift: `floor` of the row's maximum, as an integer.
+Softmax does not depend on the shift, so its exact derivative is zero, and an integer is never active in
+isozyme's AD: the reverse pass has nothing to do for it (the maximum is not differentiated through a chain
+of `max`es), and every exponent is at most 1, so nothing overflows. A NaN score makes the conversion raise
+(`ValueError`) where PyTorch would return a NaN loss.
+
+`training_step` is one step: `iz.autodiff` of `transformer_loss` (forward, loss and reverse in one
+compiled call) into the flat gradient, then `adam_step` (an isozyme kernel, `prange` over the parameters)
+updates the parameters and Adam's moments and zeroes the gradient for the next step. Adam is PyTorch's
+(`torch.optim.Adam`, no weight decay).
+
+Run it: `python examples/transformer.py` (a small model, 20 steps beside PyTorch when it is installed).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+import isozyme as iz
+from isozyme import Array, f64, i64
+
+LN_EPS = 1e-5
+"""LayerNorm's epsilon, PyTorch's default."""
+INV_SQRT2 = 1.0 / math.sqrt(2.0)
+
+
+@iz.kernel
+def embed(x: Array[f64, 3], tokens: Array[i64, 2], tok_emb: Array[f64, 2], pos_emb: Array[f64, 2]):
+    # x[0, b S + s, :] = tok_emb[tokens[b, s], :] + pos_emb[s, :]
+    S = tokens.shape[1]
+    for n in iz.prange(tokens.shape[0] * S):
+        t = tokens[n // S, n % S]
+        for c in range(tok_emb.shape[1]):
+            x[0, n, c] = tok_emb[t, c] + pos_emb[n % S, c]
+
+
+@iz.kernel
+def layer_norm(out: Array[f64, 3], x: Array[f64, 3], lx: i64, weight: Array[f64, 2], bias: Array[f64, 2],
+               l: i64):
+    # out[l, n, :] = LayerNorm(x[lx, n, :]) with weight[l, :] and bias[l, :] (biased variance)
+    d = x.shape[2]
+    for n in iz.prange(x.shape[1]):
+        mean = 0.0
+        for c in range(d):
+            mean += x[lx, n, c]
+        mean = mean / d
+        var = 0.0
+        for c in range(d):
+            t = x[lx, n, c] - mean
+            var += t * t
+        rstd = 1.0 / iz.sqrt(var / d + LN_EPS)
+        for c in range(d):
+            out[l, n, c] = (x[lx, n, c] - mean) * rstd * weight[l, c] + bias[l, c]
+
+
+@iz.kernel
+def qkv_projection(q: Array[f64, 4], k: Array[f64, 4], v: Array[f64, 4], x: Array[f64, 3], W: Array[f64, 3],
+                   bias: Array[f64, 2], l: i64, heads: i64, head_dim: i64):
+    # [q k v][l, b heads + h, s, c] = bias[l, r] + W[l, r, :] . x[l, b S + s, :], r = h head_dim + c for q,
+    # d + that for k, 2 d + that for v
+    S, d = q.shape[2], x.shape[2]
+    for n in iz.prange(x.shape[1]):
+        b, s = n // S, n % S
+        for h in range(heads):
+            for c in range(head_dim):
+                r = h * head_dim + c
+                sq = bias[l, r]
+                sk = bias[l, d + r]
+                sv = bias[l, 2 * d + r]
+                for i in range(d):
+                    sq += W[l, r, i] * x[l, n, i]
+                    sk += W[l, d + r, i] * x[l, n, i]
+                    sv += W[l, 2 * d + r, i] * x[l, n, i]
+                q[l, b * heads + h, s, c] = sq
+                k[l, b * heads + h, s, c] = sk
+                v[l, b * heads + h, s, c] = sv
+
+
+@iz.kernel
+def causal_attention(out: Array[f64, 4], probs: Array[f64, 4], q: Array[f64, 4], k: Array[f64, 4],
+                     v: Array[f64, 4], l: i64):
+    # per (batch, head) pair bh and query i: p_ij = softmax_j(q_i . k_j / sqrt(head_dim)) over j <= i,
+    # out[l, bh, i, :] = sum_j p_ij v_j; probs keeps exp(score - shift), the reverse pass reads it
+    S, head_dim = q.shape[2], q.shape[3]
+    scale = 1.0 / iz.sqrt(float(head_dim))
+    for bh in iz.prange(q.shape[1]):
+        for i in range(S):
+            top = -1.0e300
+            for j in range(i + 1):
+                s = 0.0
+                for c in range(head_dim):
+                    s += q[l, bh, i, c] * k[l, bh, j, c]
+                top = max(top, s * scale)
+            shift = float(math.floor(top))  # an integer: a constant to AD (module docstring)
+            z = 0.0
+            for j in range(i + 1):
+                s = 0.0
+                for c in range(head_dim):
+                    s += q[l, bh, i, c] * k[l, bh, j, c]
+                e = iz.exp(s * scale - shift)
+                probs[l, bh, i, j] = e
+                z += e
+            rz = 1.0 / z
+            for c in range(head_dim):
+                out[l, bh, i, c] = 0.0
+            for j in range(i + 1):
+                p = probs[l, bh, i, j] * rz
+                for c in range(head_dim):
+                    out[l, bh, i, c] += p * v[l, bh, j, c]
+
+
+@iz.kernel
+def attention_projection(out: Array[f64, 3], residual: Array[f64, 3], att: Array[f64, 4], W: Array[f64, 3],
+                         bias: Array[f64, 2], l: i64, heads: i64):
+    # out[l, n, o] = residual[l, n, o] + bias[l, o] + W[l, o, :] . (the heads of token n side by side)
+    S, head_dim = att.shape[2], att.shape[3]
+    for n in iz.prange(out.shape[1]):
+        b, s = n // S, n % S
+        for o in range(W.shape[1]):
+            acc = bias[l, o]
+            for h in range(heads):
+                for c in range(head_dim):
+                    acc += W[l, o, h * head_dim + c] * att[l, b * heads + h, s, c]
+            out[l, n, o] = residual[l, n, o] + acc
+
+
+@iz.kernel
+def dense_gelu(pre: Array[f64, 3], act: Array[f64, 3], x: Array[f64, 3], W: Array[f64, 3], bias: Array[f64, 2],
+               l: i64):
+    # pre[l, n, f] = bias[l, f] + W[l, f, :] . x[l, n, :];  act = gelu(pre), the exact (erf) GELU
+    for n in iz.prange(x.shape[1]):
+        for f in range(W.shape[1]):
+            s = bias[l, f]
+            for i in range(W.shape[2]):
+                s += W[l, f, i] * x[l, n, i]
+            pre[l, n, f] = s
+            act[l, n, f] = 0.5 * s * (1.0 + iz.erf(s * INV_SQRT2))
+
+
+@iz.kernel
+def dense_residual(out: Array[f64, 3], lo: i64, residual: Array[f64, 3], x: Array[f64, 3], W: Array[f64, 3],
+                   bias: Array[f64, 2], l: i64):
+    # out[lo, n, o] = residual[l, n, o] + bias[l, o] + W[l, o, :] . x[l, n, :]
+    for n in iz.prange(x.shape[1]):
+        for o in range(W.shape[1]):
+            s = bias[l, o]
+            for i in range(W.shape[2]):
+                s += W[l, o, i] * x[l, n, i]
+            out[lo, n, o] = residual[l, n, o] + s
+
+
+@iz.kernel
+def cross_entropy(logits: Array[f64, 2], x: Array[f64, 3], W: Array[f64, 2], bias: Array[f64],
+                  targets: Array[i64, 2]) -> f64:
+    # mean over tokens n of logsumexp(logits[n, :]) - logits[n, target], logits = x[0] W^T + bias
+    S, V = targets.shape[1], W.shape[0]
+    total = 0.0
+    for n in iz.prange(x.shape[1]):
+        top = -1.0e300
+        for o in range(V):
+            s = bias[o]
+            for i in range(W.shape[1]):
+                s += W[o, i] * x[0, n, i]
+            logits[n, o] = s
+            top = max(top, s)
+        shift = float(math.floor(top))  # an integer: a constant to AD (module docstring)
+        z = 0.0
+        for o in range(V):
+            z += iz.exp(logits[n, o] - shift)
+        total += iz.log(z) + shift - logits[n, targets[n // S, n % S]]
+    return total / x.shape[1]
+
+
+@iz.kernel
+def transformer_loss(tokens: Array[i64, 2], targets: Array[i64, 2], heads: i64, head_dim: i64,
+                     tok_emb: Array[f64, 2], pos_emb: Array[f64, 2], ln1_w: Array[f64, 2], ln1_b: Array[f64, 2],
+                     attn_w: Array[f64, 3], attn_b: Array[f64, 2], proj_w: Array[f64, 3], proj_b: Array[f64, 2],
+                     ln2_w: Array[f64, 2], ln2_b: Array[f64, 2], fc1_w: Array[f64, 3], fc1_b: Array[f64, 2],
+                     fc2_w: Array[f64, 3], fc2_b: Array[f64, 2], lnf_w: Array[f64, 2], lnf_b: Array[f64, 2],
+                     head_w: Array[f64, 2], head_b: Array[f64]) -> f64:
+    B, S = tokens.shape[0], tokens.shape[1]
+    N, d, L, F = B * S, tok_emb.shape[1], attn_w.shape[0], fc1_w.shape[1]
+    assert heads * head_dim == d, "heads * head_dim must equal d_model"
+    xs = iz.empty((L + 1, N, d), f64)  # the residual stream entering each layer, and leaving the last
+    a1 = iz.empty((L, N, d), f64)
+    q = iz.empty((L, B * heads, S, head_dim), f64)
+    k = iz.empty((L, B * heads, S, head_dim), f64)
+    v = iz.empty((L, B * heads, S, head_dim), f64)
+    probs = iz.empty((L, B * heads, S, S), f64)
+    att = iz.empty((L, B * heads, S, head_dim), f64)
+    mid = iz.empty((L, N, d), f64)
+    a2 = iz.empty((L, N, d), f64)
+    pre = iz.empty((L, N, F), f64)
+    act = iz.empty((L, N, F), f64)
+    embed(xs, tokens, tok_emb, pos_emb)
+    for l in range(L):
+        layer_norm(a1, xs, l, ln1_w, ln1_b, l)
+        qkv_projection(q, k, v, a1, attn_w, attn_b, l, heads, head_dim)
+        causal_attention(att, probs, q, k, v, l)
+        attention_projection(mid, xs, att, proj_w, proj_b, l, heads)
+        layer_norm(a2, mid, l, ln2_w, ln2_b, l)
+        dense_gelu(pre, act, a2, fc1_w, fc1_b, l)
+        dense_residual(xs, l + 1, mid, act, fc2_w, fc2_b, l)
+    final = iz.empty((1, N, d), f64)
+    layer_norm(final, xs, L, lnf_w, lnf_b, 0)
+    logits = iz.empty((N, head_w.shape[0]), f64)
+    return cross_entropy(logits, final, head_w, head_b, targets)
+
+
+@iz.kernel
+def adam_step(params: Array[f64], grad: Array[f64], m: Array[f64], v: Array[f64], lr: f64, beta1: f64,
+              beta2: f64, eps: f64, step: i64):
+    # torch.optim.Adam (no weight decay, not amsgrad) at step `step` (1, 2, ...); zeroes grad for the next
+    # gradient, which accumulates
+    bias1 = 1.0 - beta1 ** step
+    root2 = iz.sqrt(1.0 - beta2 ** step)
+    for i in iz.prange(params.shape[0]):
+        g = grad[i]
+        m[i] = beta1 * m[i] + (1.0 - beta1) * g
+        v[i] = beta2 * v[i] + (1.0 - beta2) * g * g
+        params[i] -= (lr / bias1) * m[i] / (iz.sqrt(v[i]) / root2 + eps)
+        grad[i] = 0.0
+
+
+@iz.kernel
+def sgd_step(params: Array[f64], grad: Array[f64], lr: f64):
+    # params -= lr grad; zeroes grad for the next gradient
+    for i in iz.prange(params.shape[0]):
+        params[i] -= lr * grad[i]
+        grad[i] = 0.0
+
+
+# --- the model's parameters and a training step ---------------------------------------------------------
+
+PARAMETER_NAMES = ("tok_emb", "pos_emb", "ln1_w", "ln1_b", "attn_w", "attn_b", "proj_w", "proj_b", "ln2_w",
+                   "ln2_b", "fc1_w", "fc1_b", "fc2_w", "fc2_b", "lnf_w", "lnf_b", "head_w", "head_b")
+"""`transformer_loss`'s parameter arguments, in order."""
+
+
+@dataclass(frozen=True)
+class Config:
+    """The model's sizes: vocabulary, d_model, heads, layers, MLP width, sequence length and batch."""
+
+    vocab: int = 128
+    d_model: int = 64
+    heads: int = 4
+    layers: int = 1
+    hidden: int = 256
+    seq: int = 64
+    batch: int = 16
+
+    def __post_init__(self) -> None:
+        for name in ("vocab", "d_model", "heads", "layers", "hidden", "seq", "batch"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"Config.{name} must be a positive int, got {value!r}")
+        if self.d_model % self.heads:
+            raise ValueError(f"Config.d_model ({self.d_model}) must be a multiple of Config.heads ({self.heads})")
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.heads
+
+    def shapes(self) -> dict[str, tuple[int, ...]]:
+        """Each parameter's shape, in `PARAMETER_NAMES` order."""
+        V, d, L, F, S = self.vocab, self.d_model, self.layers, self.hidden, self.seq
+        return {"tok_emb": (V, d), "pos_emb": (S, d), "ln1_w": (L, d), "ln1_b": (L, d), "attn_w": (L, 3 * d, d),
+                "attn_b": (L, 3 * d), "proj_w": (L, d, d), "proj_b": (L, d), "ln2_w": (L, d), "ln2_b": (L, d),
+                "fc1_w": (L, F, d), "fc1_b": (L, F), "fc2_w": (L, d, F), "fc2_b": (L, d), "lnf_w": (1, d),
+                "lnf_b": (1, d), "head_w": (V, d), "head_b": (V,)}
+
+
+class Parameters:
+    """All parameters in one flat f64 vector, and `views` of it shaped as `transformer_loss` takes them."""
+
+    def __init__(self, config: Config, flat: np.ndarray | None = None) -> None:
+        self.config = config
+        shapes = config.shapes()
+        size = sum(math.prod(shape) for shape in shapes.values())
+        if flat is None:
+            flat = np.zeros(size)
+        if not isinstance(flat, np.ndarray) or flat.dtype != np.float64 or flat.shape != (size,):
+            raise ValueError(f"flat must be a float64 array of shape ({size},) for {config}")
+        self.flat = flat
+        self.views: dict[str, np.ndarray] = {}
+        offset = 0
+        for name, shape in shapes.items():
+            count = math.prod(shape)
+            self.views[name] = flat[offset:offset + count].reshape(shape)
+            offset += count
+
+    def arrays(self) -> list[np.ndarray]:
+        return [self.views[name] for name in PARAMETER_NAMES]
+
+    def copy(self) -> Parameters:
+        return Parameters(self.config, self.flat.copy())
+
+
+def init_parameters(config: Config, seed: int = 0) -> Parameters:
+    """GPT-2's initialization: weights normal(0, 0.02), biases 0, LayerNorm weights 1 and biases 0; the
+    projections into the residual stream (proj_w, fc2_w) scaled by 1/sqrt(2 L)."""
+    rng = np.random.default_rng(seed)
+    params = Parameters(config)
+    for name, view in params.views.items():
+        if name.endswith("_w") and name.startswith("ln"):
+            view[...] = 1.0
+        elif name in ("tok_emb", "pos_emb") or name.endswith("_w"):
+            view[...] = 0.02 * rng.standard_normal(view.shape)
+    for name in ("proj_w", "fc2_w"):
+        params.views[name] /= math.sqrt(2.0 * config.layers)
+    return params
+
+
+class Batch(NamedTuple):
+    tokens: np.ndarray
+    targets: np.ndarray
+
+
+def make_batches(config: Config, count: int, seed: int = 1) -> list[Batch]:
+    """`count` batches of a noisy counting language: token t + 1 (mod vocab) follows t, except where a
+    random token replaces it, so that the loss has something to learn; targets are the next tokens."""
+    rng = np.random.default_rng(seed)
+    batches = []
+    for _ in range(count):
+        start = rng.integers(0, config.vocab, (config.batch, 1))
+        text = (start + np.arange(config.seq + 1)) % config.vocab
+        noise = rng.random(text.shape) < 0.2
+        text[noise] = rng.integers(0, config.vocab, int(noise.sum()))
+        batches.append(Batch(np.ascontiguousarray(text[:, :-1]), np.ascontiguousarray(text[:, 1:])))
+    return batches
+
+
+def check_batch(config: Config, batch: Batch) -> None:
+    """ValueError unless the batch has the config's shape and every id is in the vocabulary (the kernel does
+    not check its indices)."""
+    for name, ids in zip(("tokens", "targets"), batch):
+        if not isinstance(ids, np.ndarray) or ids.dtype != np.int64 or ids.shape != (config.batch, config.seq):
+            raise ValueError(f"{name} must be an int64 array of shape ({config.batch}, {config.seq})")
+        if ids.size and (ids.min() < 0 or ids.max() >= config.vocab):
+            raise ValueError(f"{name} must hold token ids in [0, {config.vocab})")
+
+
+class Adam(NamedTuple):
+    """Adam's hyperparameters (PyTorch's defaults but the learning rate)."""
+
+    lr: float = 1e-3
+    beta1: float = 0.9
+    beta2: float = 0.999
+    eps: float = 1e-8
+
+
+class Trainer:
+    """Training by isozyme: the gradient of `transformer_loss` by `iz.autodiff` into one flat gradient, and
+    `adam_step` (or `sgd_step` with `sgd=True`). `loss_kernel` may be `transformer_loss` built with other
+    options (`iz.kernel(fastmath=("reassoc",))(transformer_loss.py_func)`)."""
+
+    def __init__(self, params: Parameters, adam: Adam = Adam(), sgd: bool = False, backend: str | None = None,
+                 loss_kernel: iz.Kernel | None = None) -> None:
+        self.params, self.adam, self.sgd, self.backend = params, adam, sgd, backend
+        self.loss_kernel = transformer_loss if loss_kernel is None else loss_kernel
+        self.grad = Parameters(params.config)
+        self.m, self.v = np.zeros_like(params.flat), np.zeros_like(params.flat)
+        self.steps = 0
+        config = params.config
+        self._shadowed = [iz.Duplicated(p, g) for p, g in zip(params.arrays(), self.grad.arrays())]
+        self._sizes = (config.heads, config.head_dim)
+        self._update = (sgd_step if sgd else adam_step) if backend is None else \
+            (sgd_step if sgd else adam_step).compile(backend=backend).entry
+
+    def gradient(self, batch: Batch) -> float:
+        """The loss at the current parameters; its gradient is added into `self.grad`."""
+        loss, _ = iz.autodiff(self.loss_kernel, batch.tokens, batch.targets, *self._sizes, *self._shadowed,
+                              backend=self.backend)
+        return loss
+
+    def step(self, batch: Batch) -> float:
+        """One training step on `batch` (unchecked: `check_batch`); the loss before it."""
+        loss = self.gradient(batch)
+        self.steps += 1
+        if self.sgd:
+            self._update(self.params.flat, self.grad.flat, self.adam.lr)
+        else:
+            a = self.adam
+            self._update(self.params.flat, self.grad.flat, self.m, self.v, a.lr, a.beta1, a.beta2, a.eps,
+                         self.steps)
+        return loss
+
+
+# --- the same model in PyTorch ----------------------------------------------------------------------------
+
+def torch_loss(params: dict, tokens, targets, heads: int):
+    """`transformer_loss` in PyTorch (tensors in `params` by name, shaped as `Config.shapes` says)."""
+    import torch
+    import torch.nn.functional as functional
+
+    p = params
+    B, S = tokens.shape
+    d = p["tok_emb"].shape[1]
+    head_dim = d // heads
+    x = p["tok_emb"][tokens] + p["pos_emb"][:S]
+    mask = torch.ones(S, S, dtype=torch.bool, device=x.device).tril()
+    for l in range(p["attn_w"].shape[0]):
+        a = functional.layer_norm(x, (d,), p["ln1_w"][l], p["ln1_b"][l], LN_EPS)
+        q, k, v = (a @ p["attn_w"][l].T + p["attn_b"][l]).split(d, dim=-1)
+        q, k, v = (t.view(B, S, heads, head_dim).transpose(1, 2) for t in (q, k, v))
+        scores = (q @ k.transpose(-1, -2)) / math.sqrt(head_dim)
+        attended = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1) @ v
+        x = x + attended.transpose(1, 2).reshape(B, S, d) @ p["proj_w"][l].T + p["proj_b"][l]
+        a = functional.layer_norm(x, (d,), p["ln2_w"][l], p["ln2_b"][l], LN_EPS)
+        hidden = functional.gelu(a @ p["fc1_w"][l].T + p["fc1_b"][l])
+        x = x + hidden @ p["fc2_w"][l].T + p["fc2_b"][l]
+    x = functional.layer_norm(x, (d,), p["lnf_w"][0], p["lnf_b"][0], LN_EPS)
+    logits = x @ p["head_w"].T + p["head_b"]
+    return functional.cross_entropy(logits.reshape(B * S, -1), targets.reshape(-1))
+
+
+class TorchTrainer:
+    """Training the same model with PyTorch: `torch_loss` (or `torch.compile` of it, `compile=True`),
+    `backward`, and `torch.optim.Adam` (or SGD) with the same hyperparameters, f64, from `params`."""
+
+    def __init__(self, params: Parameters, adam: Adam = Adam(), sgd: bool = False, compile: bool = False,
+                 device: str = "cpu") -> None:
+        import torch
+
+        self.torch = torch
+        self.device = device
+        self.heads = params.config.heads
+        self.tensors = {name: torch.tensor(view, dtype=torch.float64, device=device, requires_grad=True)
+                        for name, view in params.views.items()}
+        values = list(self.tensors.values())
+        self.optimizer = torch.optim.SGD(values, lr=adam.lr) if sgd else \
+            torch.optim.Adam(values, lr=adam.lr, betas=(adam.beta1, adam.beta2), eps=adam.eps)
+        self.loss = torch.compile(torch_loss) if compile else torch_loss
+
+    def batch(self, batch: Batch) -> tuple:
+        """The batch as tensors on the device (outside the timed step)."""
+        return tuple(self.torch.from_numpy(ids).to(self.device) for ids in batch)
+
+    def step(self, tokens, targets) -> float:
+        """One training step on a batch made by `batch`; the loss before it."""
+        self.optimizer.zero_grad(set_to_none=True)
+        loss = self.loss(self.tensors, tokens, targets, self.heads)
+        loss.backward()
+        self.optimizer.step()
+        return loss.detach()
+
+
+def main() -> None:
+    config = Config(vocab=32, d_model=16, heads=2, layers=2, hidden=64, seq=16, batch=4)
+    params = init_parameters(config)
+    batches = make_batches(config, 20)
+    trainer = Trainer(params.copy(), Adam(lr=1e-2))
+    losses = [trainer.step(batch) for batch in batches]
+    try:
+        reference = TorchTrainer(params.copy(), Adam(lr=1e-2))
+    except ImportError:
+        reference = None
+    for step, loss in enumerate(losses):
+        line = f"step {step:2d}: loss {loss:.12f}"
+        if reference is not None:
+            expected = float(reference.step(*reference.batch(batches[step])))
+            line += f"  torch {expected:.12f}  relative difference {abs(loss - expected) / expected:.1e}"
+        print(line)
+
+
+if __name__ == "__main__":
+    main()
