@@ -59,150 +59,132 @@ INV_SQRT2 = 1.0 / math.sqrt(2.0)
 
 
 @iz.kernel
-def embed(x: Array[f64, 3], tokens: Array[i64, 2], tok_emb: Array[f64, 2], pos_emb: Array[f64, 2]):
-    # x[0, b S + s, :] = tok_emb[tokens[b, s], :] + pos_emb[s, :]
-    S = tokens.shape[1]
-    for n in iz.prange(tokens.shape[0] * S):
-        t = tokens[n // S, n % S]
-        for c in range(tok_emb.shape[1]):
-            x[0, n, c] = tok_emb[t, c] + pos_emb[n % S, c]
+def embed(x: Array[f64, 4], tokens: Array[i64, 2], tok_emb: Array[f64, 2], pos_emb: Array[f64, 2]):
+    # x[0, b, s, :] = tok_emb[tokens[b, s], :] + pos_emb[s, :]
+    for b in iz.prange(tokens.shape[0]):
+        for s in range(tokens.shape[1]):
+            t = tokens[b, s]
+            for c in range(tok_emb.shape[1]):
+                x[0, b, s, c] = tok_emb[t, c] + pos_emb[s, c]
 
 
 @iz.kernel
-def layer_norm(out: Array[f64, 3], x: Array[f64, 3], lx: i64, weight: Array[f64, 2], bias: Array[f64, 2],
+def layer_norm(out: Array[f64, 4], x: Array[f64, 4], lx: i64, weight: Array[f64, 2], bias: Array[f64, 2],
                l: i64):
-    # out[l, n, :] = LayerNorm(x[lx, n, :]) with weight[l, :] and bias[l, :] (biased variance)
-    d = x.shape[2]
-    for n in iz.prange(x.shape[1]):
-        mean = 0.0
-        for c in range(d):
-            mean += x[lx, n, c]
-        mean = mean / d
-        var = 0.0
-        for c in range(d):
-            t = x[lx, n, c] - mean
-            var += t * t
-        rstd = 1.0 / iz.sqrt(var / d + LN_EPS)
-        for c in range(d):
-            out[l, n, c] = (x[lx, n, c] - mean) * rstd * weight[l, c] + bias[l, c]
+    # out[l, b, s, :] = LayerNorm(x[lx, b, s, :]) with weight[l, :] and bias[l, :] (biased variance)
+    d = x.shape[3]
+    for b in iz.prange(x.shape[1]):
+        for s in range(x.shape[2]):
+            mean = 0.0
+            for c in range(d):
+                mean += x[lx, b, s, c]
+            mean = mean / d
+            var = 0.0
+            for c in range(d):
+                t = x[lx, b, s, c] - mean
+                var += t * t
+            rstd = 1.0 / iz.sqrt(var / d + LN_EPS)
+            for c in range(d):
+                out[l, b, s, c] = (x[lx, b, s, c] - mean) * rstd * weight[l, c] + bias[l, c]
 
 
 @iz.kernel
-def qkv_projection(q: Array[f64, 4], k: Array[f64, 4], v: Array[f64, 4], x: Array[f64, 3], W: Array[f64, 3],
-                   bias: Array[f64, 2], l: i64, heads: i64, head_dim: i64):
-    # [q k v][l, b heads + h, s, c] = bias[l, r] + W[l, r, :] . x[l, b S + s, :], r = h head_dim + c for q,
-    # d + that for k, 2 d + that for v
-    S, d = q.shape[2], x.shape[2]
-    for n in iz.prange(x.shape[1]):
-        b, s = n // S, n % S
-        for h in range(heads):
-            for c in range(head_dim):
-                r = h * head_dim + c
-                sq = bias[l, r]
-                sk = bias[l, d + r]
-                sv = bias[l, 2 * d + r]
-                for i in range(d):
-                    sq += W[l, r, i] * x[l, n, i]
-                    sk += W[l, d + r, i] * x[l, n, i]
-                    sv += W[l, 2 * d + r, i] * x[l, n, i]
-                q[l, b * heads + h, s, c] = sq
-                k[l, b * heads + h, s, c] = sk
-                v[l, b * heads + h, s, c] = sv
+def dense(out: Array[f64, 4], lo: i64, x: Array[f64, 4], W: Array[f64, 3], bias: Array[f64, 2], l: i64):
+    # out[lo, b, s, o] = bias[l, o] + W[l, o, :] . x[l, b, s, :]
+    for b in iz.prange(x.shape[1]):
+        for s in range(x.shape[2]):
+            for o in range(W.shape[1]):
+                acc = bias[l, o]
+                for i in range(W.shape[2]):
+                    acc += W[l, o, i] * x[l, b, s, i]
+                out[lo, b, s, o] = acc
 
 
 @iz.kernel
-def causal_attention(out: Array[f64, 4], probs: Array[f64, 4], q: Array[f64, 4], k: Array[f64, 4],
-                     v: Array[f64, 4], l: i64):
-    # per (batch, head) pair bh and query i: p_ij = softmax_j(q_i . k_j / sqrt(head_dim)) over j <= i,
-    # out[l, bh, i, :] = sum_j p_ij v_j; probs keeps exp(score - shift), the reverse pass reads it
-    S, head_dim = q.shape[2], q.shape[3]
+def causal_attention(out: Array[f64, 4], probs: Array[f64, 4], qkv: Array[f64, 4], l: i64, heads: i64,
+                     head_dim: i64):
+    # for batch b, head h, query i: p_ij = softmax_j(q_i . k_j / sqrt(head_dim)) over j <= i and
+    # out[l, b, i, h head_dim + c] = sum_j p_ij v_jc, with q, k, v the column blocks 0, d, 2 d of qkv (the
+    # head's columns in each); probs[l, b, h S + i, j] keeps exp(score - shift), the reverse pass reads it
+    S, d = qkv.shape[2], out.shape[3]
     scale = 1.0 / iz.sqrt(float(head_dim))
-    for bh in iz.prange(q.shape[1]):
-        for i in range(S):
-            top = -1.0e300
-            for j in range(i + 1):
-                s = 0.0
+    for b in iz.prange(qkv.shape[1]):
+        for h in range(heads):
+            for i in range(S):
+                top = -1.0e300
+                for j in range(i + 1):
+                    acc = 0.0
+                    for c in range(head_dim):
+                        acc += qkv[l, b, i, h * head_dim + c] * qkv[l, b, j, d + h * head_dim + c]
+                    top = max(top, acc * scale)
+                shift = float(math.floor(top))  # an integer: a constant to AD (module docstring)
+                z = 0.0
+                for j in range(i + 1):
+                    acc = 0.0
+                    for c in range(head_dim):
+                        acc += qkv[l, b, i, h * head_dim + c] * qkv[l, b, j, d + h * head_dim + c]
+                    e = iz.exp(acc * scale - shift)
+                    probs[l, b, h * S + i, j] = e
+                    z += e
+                rz = 1.0 / z
                 for c in range(head_dim):
-                    s += q[l, bh, i, c] * k[l, bh, j, c]
-                top = max(top, s * scale)
+                    out[l, b, i, h * head_dim + c] = 0.0
+                for j in range(i + 1):
+                    p = probs[l, b, h * S + i, j] * rz
+                    for c in range(head_dim):
+                        out[l, b, i, h * head_dim + c] += p * qkv[l, b, j, 2 * d + h * head_dim + c]
+
+
+@iz.kernel
+def dense_gelu(pre: Array[f64, 4], act: Array[f64, 4], x: Array[f64, 4], W: Array[f64, 3], bias: Array[f64, 2],
+               l: i64):
+    # pre[l, b, s, f] = bias[l, f] + W[l, f, :] . x[l, b, s, :];  act = gelu(pre), the exact (erf) GELU
+    for b in iz.prange(x.shape[1]):
+        for s in range(x.shape[2]):
+            for f in range(W.shape[1]):
+                acc = bias[l, f]
+                for i in range(W.shape[2]):
+                    acc += W[l, f, i] * x[l, b, s, i]
+                pre[l, b, s, f] = acc
+                act[l, b, s, f] = 0.5 * acc * (1.0 + iz.erf(acc * INV_SQRT2))
+
+
+@iz.kernel
+def dense_residual(out: Array[f64, 4], lo: i64, residual: Array[f64, 4], x: Array[f64, 4], W: Array[f64, 3],
+                   bias: Array[f64, 2], l: i64):
+    # out[lo, b, s, o] = residual[l, b, s, o] + bias[l, o] + W[l, o, :] . x[l, b, s, :]
+    for b in iz.prange(x.shape[1]):
+        for s in range(x.shape[2]):
+            for o in range(W.shape[1]):
+                acc = bias[l, o]
+                for i in range(W.shape[2]):
+                    acc += W[l, o, i] * x[l, b, s, i]
+                out[lo, b, s, o] = residual[l, b, s, o] + acc
+
+
+@iz.kernel
+def cross_entropy(logits: Array[f64, 3], x: Array[f64, 4], W: Array[f64, 2], bias: Array[f64],
+                  targets: Array[i64, 2]) -> f64:
+    # mean over tokens of logsumexp(logits[b, s, :]) - logits[b, s, target], logits = x[0] W^T + bias
+    V = W.shape[0]
+    total = 0.0
+    for b in iz.prange(x.shape[1]):
+        row = 0.0
+        for s in range(x.shape[2]):
+            top = -1.0e300
+            for o in range(V):
+                acc = bias[o]
+                for i in range(W.shape[1]):
+                    acc += W[o, i] * x[0, b, s, i]
+                logits[b, s, o] = acc
+                top = max(top, acc)
             shift = float(math.floor(top))  # an integer: a constant to AD (module docstring)
             z = 0.0
-            for j in range(i + 1):
-                s = 0.0
-                for c in range(head_dim):
-                    s += q[l, bh, i, c] * k[l, bh, j, c]
-                e = iz.exp(s * scale - shift)
-                probs[l, bh, i, j] = e
-                z += e
-            rz = 1.0 / z
-            for c in range(head_dim):
-                out[l, bh, i, c] = 0.0
-            for j in range(i + 1):
-                p = probs[l, bh, i, j] * rz
-                for c in range(head_dim):
-                    out[l, bh, i, c] += p * v[l, bh, j, c]
-
-
-@iz.kernel
-def attention_projection(out: Array[f64, 3], residual: Array[f64, 3], att: Array[f64, 4], W: Array[f64, 3],
-                         bias: Array[f64, 2], l: i64, heads: i64):
-    # out[l, n, o] = residual[l, n, o] + bias[l, o] + W[l, o, :] . (the heads of token n side by side)
-    S, head_dim = att.shape[2], att.shape[3]
-    for n in iz.prange(out.shape[1]):
-        b, s = n // S, n % S
-        for o in range(W.shape[1]):
-            acc = bias[l, o]
-            for h in range(heads):
-                for c in range(head_dim):
-                    acc += W[l, o, h * head_dim + c] * att[l, b * heads + h, s, c]
-            out[l, n, o] = residual[l, n, o] + acc
-
-
-@iz.kernel
-def dense_gelu(pre: Array[f64, 3], act: Array[f64, 3], x: Array[f64, 3], W: Array[f64, 3], bias: Array[f64, 2],
-               l: i64):
-    # pre[l, n, f] = bias[l, f] + W[l, f, :] . x[l, n, :];  act = gelu(pre), the exact (erf) GELU
-    for n in iz.prange(x.shape[1]):
-        for f in range(W.shape[1]):
-            s = bias[l, f]
-            for i in range(W.shape[2]):
-                s += W[l, f, i] * x[l, n, i]
-            pre[l, n, f] = s
-            act[l, n, f] = 0.5 * s * (1.0 + iz.erf(s * INV_SQRT2))
-
-
-@iz.kernel
-def dense_residual(out: Array[f64, 3], lo: i64, residual: Array[f64, 3], x: Array[f64, 3], W: Array[f64, 3],
-                   bias: Array[f64, 2], l: i64):
-    # out[lo, n, o] = residual[l, n, o] + bias[l, o] + W[l, o, :] . x[l, n, :]
-    for n in iz.prange(x.shape[1]):
-        for o in range(W.shape[1]):
-            s = bias[l, o]
-            for i in range(W.shape[2]):
-                s += W[l, o, i] * x[l, n, i]
-            out[lo, n, o] = residual[l, n, o] + s
-
-
-@iz.kernel
-def cross_entropy(logits: Array[f64, 2], x: Array[f64, 3], W: Array[f64, 2], bias: Array[f64],
-                  targets: Array[i64, 2]) -> f64:
-    # mean over tokens n of logsumexp(logits[n, :]) - logits[n, target], logits = x[0] W^T + bias
-    S, V = targets.shape[1], W.shape[0]
-    total = 0.0
-    for n in iz.prange(x.shape[1]):
-        top = -1.0e300
-        for o in range(V):
-            s = bias[o]
-            for i in range(W.shape[1]):
-                s += W[o, i] * x[0, n, i]
-            logits[n, o] = s
-            top = max(top, s)
-        shift = float(math.floor(top))  # an integer: a constant to AD (module docstring)
-        z = 0.0
-        for o in range(V):
-            z += iz.exp(logits[n, o] - shift)
-        total += iz.log(z) + shift - logits[n, targets[n // S, n % S]]
-    return total / x.shape[1]
+            for o in range(V):
+                z += iz.exp(logits[b, s, o] - shift)
+            row += iz.log(z) + shift - logits[b, s, targets[b, s]]
+        total += row
+    return total / (x.shape[1] * x.shape[2])
 
 
 @iz.kernel
@@ -213,31 +195,29 @@ def transformer_loss(tokens: Array[i64, 2], targets: Array[i64, 2], heads: i64, 
                      fc2_w: Array[f64, 3], fc2_b: Array[f64, 2], lnf_w: Array[f64, 2], lnf_b: Array[f64, 2],
                      head_w: Array[f64, 2], head_b: Array[f64]) -> f64:
     B, S = tokens.shape[0], tokens.shape[1]
-    N, d, L, F = B * S, tok_emb.shape[1], attn_w.shape[0], fc1_w.shape[1]
+    d, L, F = tok_emb.shape[1], attn_w.shape[0], fc1_w.shape[1]
     assert heads * head_dim == d, "heads * head_dim must equal d_model"
-    xs = iz.empty((L + 1, N, d), f64)  # the residual stream entering each layer, and leaving the last
-    a1 = iz.empty((L, N, d), f64)
-    q = iz.empty((L, B * heads, S, head_dim), f64)
-    k = iz.empty((L, B * heads, S, head_dim), f64)
-    v = iz.empty((L, B * heads, S, head_dim), f64)
-    probs = iz.empty((L, B * heads, S, S), f64)
-    att = iz.empty((L, B * heads, S, head_dim), f64)
-    mid = iz.empty((L, N, d), f64)
-    a2 = iz.empty((L, N, d), f64)
-    pre = iz.empty((L, N, F), f64)
-    act = iz.empty((L, N, F), f64)
+    xs = iz.empty((L + 1, B, S, d), f64)  # the residual stream entering each layer, and leaving the last
+    a1 = iz.empty((L, B, S, d), f64)
+    qkv = iz.empty((L, B, S, 3 * d), f64)
+    probs = iz.empty((L, B, heads * S, S), f64)
+    att = iz.empty((L, B, S, d), f64)
+    mid = iz.empty((L, B, S, d), f64)
+    a2 = iz.empty((L, B, S, d), f64)
+    pre = iz.empty((L, B, S, F), f64)
+    act = iz.empty((L, B, S, F), f64)
     embed(xs, tokens, tok_emb, pos_emb)
     for l in range(L):
         layer_norm(a1, xs, l, ln1_w, ln1_b, l)
-        qkv_projection(q, k, v, a1, attn_w, attn_b, l, heads, head_dim)
-        causal_attention(att, probs, q, k, v, l)
-        attention_projection(mid, xs, att, proj_w, proj_b, l, heads)
+        dense(qkv, l, a1, attn_w, attn_b, l)
+        causal_attention(att, probs, qkv, l, heads, head_dim)
+        dense_residual(mid, l, xs, att, proj_w, proj_b, l)
         layer_norm(a2, mid, l, ln2_w, ln2_b, l)
         dense_gelu(pre, act, a2, fc1_w, fc1_b, l)
         dense_residual(xs, l + 1, mid, act, fc2_w, fc2_b, l)
-    final = iz.empty((1, N, d), f64)
+    final = iz.empty((1, B, S, d), f64)
     layer_norm(final, xs, L, lnf_w, lnf_b, 0)
-    logits = iz.empty((N, head_w.shape[0]), f64)
+    logits = iz.empty((B, S, head_w.shape[0]), f64)
     return cross_entropy(logits, final, head_w, head_b, targets)
 
 
