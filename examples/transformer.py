@@ -12,7 +12,7 @@ The model (pre-LayerNorm, as GPT-2), for token ids `tokens[b, s]` and next-token
 
 Every dense layer is `y = x W^T + b` with W stored (out, in), as `torch.nn.Linear` stores it, so the
 weights copy one to one into `TorchTransformer`, the same model in PyTorch (`torch_loss`), which the tests
-and `benchmarks/transformer.py` train beside this one, from the same weights on the same batches. The
+and `benchmarks/transformer_training.py` train beside this one, from the same weights on the same batches. The
 parameters of the L layers are stacked (`attn_w` is (L, 3d, d): the rows of q, then k, then v); all of them
 live in one flat vector (`Parameters`), of which the kernel's arguments are views, so one `adam_step` call
 updates everything.

@@ -1,7 +1,7 @@
 """Training a transformer end to end: isozyme against PyTorch eager and `torch.compile`, one run (issue 26,
 part 4).
 
-    python benchmarks/transformer.py [--depths 1,2,3,4] [--steps 100] [--threads N] [--backend llvm|opencl]
+    python benchmarks/transformer_training.py [--depths 1,2,3,4] [--steps 100] [--threads N] [--backend llvm|opencl]
                                      [--variants strict,reassoc] [--quick] [--json FILE]
 
 The model of `examples/transformer.py` (d_model 64, 4 heads, sequence 64, batch 16, vocabulary 128, MLP
