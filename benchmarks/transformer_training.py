@@ -46,7 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "examples"), str(ROOT)]
 
 import isozyme as iz  # noqa: E402
-from isozyme.benchmark_checks import relative_error  # noqa: E402
+from isozyme.benchmark_checks import MISMATCH, relative_error  # noqa: E402
 
 TOLERANCE = 1e-9
 MEMORY_GOAL = 0.30
@@ -154,7 +154,7 @@ def measure(layers: int, steps: int, sizes: dict[str, int], kernels: dict[str, i
 
 
 def print_row(row: dict) -> None:
-    print(f"layers={row['layers']}" + ("" if row["check"]["passed"] else "  MISMATCH"))
+    print(f"layers={row['layers']}" + ("" if row["check"]["passed"] else f"  {MISMATCH}"))
     for name, entry in row["variants"].items():
         if entry["seconds_median"] is None:
             print(f"  {name:<16} failed: {entry['error']}")
@@ -163,7 +163,7 @@ def print_row(row: dict) -> None:
         print(f"  {name:<16} {entry['seconds_median'] * 1e3:9.2f} ms/step (min {entry['seconds_min'] * 1e3:8.2f})"
               + (f"  {speedup:5.2f}x torch.compile" if speedup else "")
               + f"  loss curve vs eager {entry['loss_curve_relative_error']:.1e}"
-              + ("" if entry["check"]["passed"] else "  MISMATCH") + (f"  {entry['error']}" if entry["error"] else ""))
+              + ("" if entry["check"]["passed"] else f"  {MISMATCH}") + (f"  {entry['error']}" if entry["error"] else ""))
     m = row["memory"]
     print(f"  memory of the gradient's plan: {m['used_bytes'] / 2**20:.2f} MiB used of {m['requested_bytes'] / 2**20:.2f}"
           f" MiB requested ({100 * m['used_over_requested']:.1f}%, goal <= {100 * MEMORY_GOAL:.0f}%)")
