@@ -163,10 +163,12 @@ def print_row(row: dict) -> None:
         print(f"  {name:<16} {entry['seconds_median'] * 1e3:9.2f} ms/step (min {entry['seconds_min'] * 1e3:8.2f})"
               + (f"  {speedup:5.2f}x torch.compile" if speedup else "")
               + f"  loss curve vs eager {entry['loss_curve_relative_error']:.1e}"
-              + ("" if entry["check"]["passed"] else f"  {MISMATCH}") + (f"  {entry['error']}" if entry["error"] else ""))
+              + ("" if entry["check"]["passed"] else f"  {MISMATCH}")
+              + (f"  {entry['error']}" if entry["error"] else ""))
     m = row["memory"]
-    print(f"  memory of the gradient's plan: {m['used_bytes'] / 2**20:.2f} MiB used of {m['requested_bytes'] / 2**20:.2f}"
-          f" MiB requested ({100 * m['used_over_requested']:.1f}%, goal <= {100 * MEMORY_GOAL:.0f}%)")
+    print(f"  memory of the gradient's plan: {m['used_bytes'] / 2**20:.2f} MiB used of "
+          f"{m['requested_bytes'] / 2**20:.2f} MiB requested ({100 * m['used_over_requested']:.1f}%, "
+          f"goal <= {100 * MEMORY_GOAL:.0f}%)")
 
 
 def main(argv: list[str] | None = None) -> int:

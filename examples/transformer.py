@@ -11,30 +11,36 @@ The model (pre-LayerNorm, as GPT-2), for token ids `tokens[b, s]` and next-token
     loss = mean over (b, s) of cross_entropy(head(LNf(x)), targets)
 
 Every dense layer is `y = x W^T + b` with W stored (out, in), as `torch.nn.Linear` stores it, so the
-weights copy one to one into `TorchTransformer`, the same model in PyTorch (`torch_loss`), which the tests
-and `benchmarks/transformer_training.py` train beside this one, from the same weights on the same batches. The
+weights copy one to one into `torch_loss`, the same model in PyTorch, which the tests and
+`benchmarks/transformer_training.py` train (`TorchTrainer`) beside this one, from the same weights on the
+same batches. The
 parameters of the L layers are stacked (`attn_w` is (L, 3d, d): the rows of q, then k, then v); all of them
 live in one flat vector (`Parameters`), of which the kernel's arguments are views, so one `adam_step` call
 updates everything.
 
-`transformer_loss` is one kernel: each stage (`layer_norm`, `qkv_projection`, `causal_attention`,
-`dense_residual`, `dense_gelu`, `cross_entropy`) is a helper kernel, inlined, whose outer loop is a
-`prange` over tokens (or over (batch, head) pairs for the attention), so each runs on every core
-(`iz.set_num_threads`) and, on OpenCL, as an NDRange kernel. Activations are local arrays with a layer
-index (`a1[l, n, c]`): each element is written once, as a tensor program would, and the reverse pass reads
-what it needs from them. Queries, keys, values and the attention output are stored head-major
-(`q[l, b * heads + h, s, c]`), so that the work item of a (batch, head) pair owns the elements of its
-adjoints. The head count is an argument with the head size (`heads * head_dim == d`, asserted): extents and
-trip counts then need no division (a division may trap, so the compiler does not treat it as known when
-the kernel starts, and a local array sized by one would be left out of the memory plan).
+`transformer_loss` is one kernel: each stage (`layer_norm`, `dense`, `causal_attention`, `dense_residual`,
+`dense_gelu`, `cross_entropy`) is a helper kernel, inlined, whose outer loop is a `prange` over the
+sequences of the batch, so each runs on every core (`iz.set_num_threads`) and, on OpenCL, as an NDRange
+kernel. Activations are local arrays with a layer index and the batch index next (`a1[layer, b, s, c]`): each
+element is written once, as a tensor program would, and the reverse pass reads what it needs from them (a
+layer's slab is never written again, so nothing is taped for it). Why the batch index and not the token:
+the reverse of a `prange` iteration adds into the adjoints of what it read, and an array a parallel loop
+writes must be split between iterations by one index; the attention's iterations read whole sequences
+(keys and values of every earlier position), so the index that splits every activation between
+iterations, from the embedding to the loss, is the sequence's. The weights' adjoints are shared by all
+iterations: each task of the thread pool adds into a copy of them, summed after the loop. The head count
+is an argument with the head size (`heads * head_dim == d`, asserted): extents and trip counts then need
+no division (a division may trap, so the compiler does not treat it as known when the kernel starts: a
+local array sized by one would be left out of the memory plan, a loop bounded by one would need growable
+tapes).
 
 Softmax (in the attention and in the loss) subtracts a shift: `floor` of the row's maximum, as an integer.
 Softmax does not depend on the shift, so its exact derivative is zero, and an integer is never active in
 isozyme's AD: the reverse pass has nothing to do for it (the maximum is not differentiated through a chain
-of `max`es), and every exponent is at most 1, so nothing overflows. A NaN score makes the conversion raise
+of `max`es), and every exponent is below 1, so nothing overflows. A NaN score makes the conversion raise
 (`ValueError`) where PyTorch would return a NaN loss.
 
-`training_step` is one step: `iz.autodiff` of `transformer_loss` (forward, loss and reverse in one
+`Trainer.step` is one training step: `iz.autodiff` of `transformer_loss` (forward, loss and reverse in one
 compiled call) into the flat gradient, then `adam_step` (an isozyme kernel, `prange` over the parameters)
 updates the parameters and Adam's moments and zeroes the gradient for the next step. Adam is PyTorch's
 (`torch.optim.Adam`, no weight decay).
@@ -70,8 +76,8 @@ def embed(x: Array[f64, 4], tokens: Array[i64, 2], tok_emb: Array[f64, 2], pos_e
 
 @iz.kernel
 def layer_norm(out: Array[f64, 4], x: Array[f64, 4], lx: i64, weight: Array[f64, 2], bias: Array[f64, 2],
-               l: i64):
-    # out[l, b, s, :] = LayerNorm(x[lx, b, s, :]) with weight[l, :] and bias[l, :] (biased variance)
+               layer: i64):
+    # out[layer, b, s, :] = LayerNorm(x[lx, b, s, :]) with weight[layer, :], bias[layer, :] (biased variance)
     d = x.shape[3]
     for b in iz.prange(x.shape[1]):
         for s in range(x.shape[2]):
@@ -85,27 +91,27 @@ def layer_norm(out: Array[f64, 4], x: Array[f64, 4], lx: i64, weight: Array[f64,
                 var += t * t
             rstd = 1.0 / iz.sqrt(var / d + LN_EPS)
             for c in range(d):
-                out[l, b, s, c] = (x[lx, b, s, c] - mean) * rstd * weight[l, c] + bias[l, c]
+                out[layer, b, s, c] = (x[lx, b, s, c] - mean) * rstd * weight[layer, c] + bias[layer, c]
 
 
 @iz.kernel
-def dense(out: Array[f64, 4], lo: i64, x: Array[f64, 4], W: Array[f64, 3], bias: Array[f64, 2], l: i64):
-    # out[lo, b, s, o] = bias[l, o] + W[l, o, :] . x[l, b, s, :]
+def dense(out: Array[f64, 4], lo: i64, x: Array[f64, 4], W: Array[f64, 3], bias: Array[f64, 2], layer: i64):
+    # out[lo, b, s, o] = bias[layer, o] + W[layer, o, :] . x[layer, b, s, :]
     for b in iz.prange(x.shape[1]):
         for s in range(x.shape[2]):
             for o in range(W.shape[1]):
-                acc = bias[l, o]
+                acc = bias[layer, o]
                 for i in range(W.shape[2]):
-                    acc += W[l, o, i] * x[l, b, s, i]
+                    acc += W[layer, o, i] * x[layer, b, s, i]
                 out[lo, b, s, o] = acc
 
 
 @iz.kernel
-def causal_attention(out: Array[f64, 4], probs: Array[f64, 4], qkv: Array[f64, 4], l: i64, heads: i64,
+def causal_attention(out: Array[f64, 4], probs: Array[f64, 4], qkv: Array[f64, 4], layer: i64, heads: i64,
                      head_dim: i64):
     # for batch b, head h, query i: p_ij = softmax_j(q_i . k_j / sqrt(head_dim)) over j <= i and
-    # out[l, b, i, h head_dim + c] = sum_j p_ij v_jc, with q, k, v the column blocks 0, d, 2 d of qkv (the
-    # head's columns in each); probs[l, b, h S + i, j] keeps exp(score - shift), the reverse pass reads it
+    # out[layer, b, i, h head_dim + c] = sum_j p_ij v_jc, with q, k, v the column blocks 0, d, 2 d of qkv
+    # (the head's columns in each); probs[layer, b, h S + i, j] keeps exp(score - shift) for the reverse pass
     S, d = qkv.shape[2], out.shape[3]
     scale = 1.0 / iz.sqrt(float(head_dim))
     for b in iz.prange(qkv.shape[1]):
@@ -115,51 +121,52 @@ def causal_attention(out: Array[f64, 4], probs: Array[f64, 4], qkv: Array[f64, 4
                 for j in range(i + 1):
                     acc = 0.0
                     for c in range(head_dim):
-                        acc += qkv[l, b, i, h * head_dim + c] * qkv[l, b, j, d + h * head_dim + c]
+                        acc += qkv[layer, b, i, h * head_dim + c] * qkv[layer, b, j, d + h * head_dim + c]
                     top = max(top, acc * scale)
                 shift = float(math.floor(top))  # an integer: a constant to AD (module docstring)
                 z = 0.0
                 for j in range(i + 1):
                     acc = 0.0
                     for c in range(head_dim):
-                        acc += qkv[l, b, i, h * head_dim + c] * qkv[l, b, j, d + h * head_dim + c]
+                        acc += qkv[layer, b, i, h * head_dim + c] * qkv[layer, b, j, d + h * head_dim + c]
                     e = iz.exp(acc * scale - shift)
-                    probs[l, b, h * S + i, j] = e
+                    probs[layer, b, h * S + i, j] = e
                     z += e
                 rz = 1.0 / z
                 for c in range(head_dim):
-                    out[l, b, i, h * head_dim + c] = 0.0
+                    out[layer, b, i, h * head_dim + c] = 0.0
                 for j in range(i + 1):
-                    p = probs[l, b, h * S + i, j] * rz
+                    p = probs[layer, b, h * S + i, j] * rz
                     for c in range(head_dim):
-                        out[l, b, i, h * head_dim + c] += p * qkv[l, b, j, 2 * d + h * head_dim + c]
+                        out[layer, b, i, h * head_dim + c] += p * qkv[layer, b, j, 2 * d + h * head_dim + c]
 
 
 @iz.kernel
 def dense_gelu(pre: Array[f64, 4], act: Array[f64, 4], x: Array[f64, 4], W: Array[f64, 3], bias: Array[f64, 2],
-               l: i64):
-    # pre[l, b, s, f] = bias[l, f] + W[l, f, :] . x[l, b, s, :];  act = gelu(pre), the exact (erf) GELU
+               layer: i64):
+    # pre[layer, b, s, f] = bias[layer, f] + W[layer, f, :] . x[layer, b, s, :];
+    # act = gelu(pre), the exact (erf) GELU
     for b in iz.prange(x.shape[1]):
         for s in range(x.shape[2]):
             for f in range(W.shape[1]):
-                acc = bias[l, f]
+                acc = bias[layer, f]
                 for i in range(W.shape[2]):
-                    acc += W[l, f, i] * x[l, b, s, i]
-                pre[l, b, s, f] = acc
-                act[l, b, s, f] = 0.5 * acc * (1.0 + iz.erf(acc * INV_SQRT2))
+                    acc += W[layer, f, i] * x[layer, b, s, i]
+                pre[layer, b, s, f] = acc
+                act[layer, b, s, f] = 0.5 * acc * (1.0 + iz.erf(acc * INV_SQRT2))
 
 
 @iz.kernel
 def dense_residual(out: Array[f64, 4], lo: i64, residual: Array[f64, 4], x: Array[f64, 4], W: Array[f64, 3],
-                   bias: Array[f64, 2], l: i64):
-    # out[lo, b, s, o] = residual[l, b, s, o] + bias[l, o] + W[l, o, :] . x[l, b, s, :]
+                   bias: Array[f64, 2], layer: i64):
+    # out[lo, b, s, o] = residual[layer, b, s, o] + bias[layer, o] + W[layer, o, :] . x[layer, b, s, :]
     for b in iz.prange(x.shape[1]):
         for s in range(x.shape[2]):
             for o in range(W.shape[1]):
-                acc = bias[l, o]
+                acc = bias[layer, o]
                 for i in range(W.shape[2]):
-                    acc += W[l, o, i] * x[l, b, s, i]
-                out[lo, b, s, o] = residual[l, b, s, o] + acc
+                    acc += W[layer, o, i] * x[layer, b, s, i]
+                out[lo, b, s, o] = residual[layer, b, s, o] + acc
 
 
 @iz.kernel
@@ -207,14 +214,14 @@ def transformer_loss(tokens: Array[i64, 2], targets: Array[i64, 2], heads: i64, 
     pre = iz.empty((L, B, S, F), f64)
     act = iz.empty((L, B, S, F), f64)
     embed(xs, tokens, tok_emb, pos_emb)
-    for l in range(L):
-        layer_norm(a1, xs, l, ln1_w, ln1_b, l)
-        dense(qkv, l, a1, attn_w, attn_b, l)
-        causal_attention(att, probs, qkv, l, heads, head_dim)
-        dense_residual(mid, l, xs, att, proj_w, proj_b, l)
-        layer_norm(a2, mid, l, ln2_w, ln2_b, l)
-        dense_gelu(pre, act, a2, fc1_w, fc1_b, l)
-        dense_residual(xs, l + 1, mid, act, fc2_w, fc2_b, l)
+    for layer in range(L):
+        layer_norm(a1, xs, layer, ln1_w, ln1_b, layer)
+        dense(qkv, layer, a1, attn_w, attn_b, layer)
+        causal_attention(att, probs, qkv, layer, heads, head_dim)
+        dense_residual(mid, layer, xs, att, proj_w, proj_b, layer)
+        layer_norm(a2, mid, layer, ln2_w, ln2_b, layer)
+        dense_gelu(pre, act, a2, fc1_w, fc1_b, layer)
+        dense_residual(xs, layer + 1, mid, act, fc2_w, fc2_b, layer)
     final = iz.empty((1, B, S, d), f64)
     layer_norm(final, xs, L, lnf_w, lnf_b, 0)
     logits = iz.empty((B, S, head_w.shape[0]), f64)
@@ -363,12 +370,15 @@ class Adam(NamedTuple):
     eps: float = 1e-8
 
 
+DEFAULT_ADAM = Adam()
+
+
 class Trainer:
     """Training by isozyme: the gradient of `transformer_loss` by `iz.autodiff` into one flat gradient, and
     `adam_step` (or `sgd_step` with `sgd=True`). `loss_kernel` may be `transformer_loss` built with other
     options (`iz.kernel(fastmath=("reassoc",))(transformer_loss.py_func)`)."""
 
-    def __init__(self, params: Parameters, adam: Adam = Adam(), sgd: bool = False, backend: str | None = None,
+    def __init__(self, params: Parameters, adam: Adam = DEFAULT_ADAM, sgd: bool = False, backend: str | None = None,
                  loss_kernel: iz.Kernel | None = None) -> None:
         self.params, self.adam, self.sgd, self.backend = params, adam, sgd, backend
         self.loss_kernel = transformer_loss if loss_kernel is None else loss_kernel
@@ -413,16 +423,16 @@ def torch_loss(params: dict, tokens, targets, heads: int):
     head_dim = d // heads
     x = p["tok_emb"][tokens] + p["pos_emb"][:S]
     mask = torch.ones(S, S, dtype=torch.bool, device=x.device).tril()
-    for l in range(p["attn_w"].shape[0]):
-        a = functional.layer_norm(x, (d,), p["ln1_w"][l], p["ln1_b"][l], LN_EPS)
-        q, k, v = (a @ p["attn_w"][l].T + p["attn_b"][l]).split(d, dim=-1)
+    for layer in range(p["attn_w"].shape[0]):
+        a = functional.layer_norm(x, (d,), p["ln1_w"][layer], p["ln1_b"][layer], LN_EPS)
+        q, k, v = (a @ p["attn_w"][layer].T + p["attn_b"][layer]).split(d, dim=-1)
         q, k, v = (t.view(B, S, heads, head_dim).transpose(1, 2) for t in (q, k, v))
         scores = (q @ k.transpose(-1, -2)) / math.sqrt(head_dim)
         attended = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1) @ v
-        x = x + attended.transpose(1, 2).reshape(B, S, d) @ p["proj_w"][l].T + p["proj_b"][l]
-        a = functional.layer_norm(x, (d,), p["ln2_w"][l], p["ln2_b"][l], LN_EPS)
-        hidden = functional.gelu(a @ p["fc1_w"][l].T + p["fc1_b"][l])
-        x = x + hidden @ p["fc2_w"][l].T + p["fc2_b"][l]
+        x = x + attended.transpose(1, 2).reshape(B, S, d) @ p["proj_w"][layer].T + p["proj_b"][layer]
+        a = functional.layer_norm(x, (d,), p["ln2_w"][layer], p["ln2_b"][layer], LN_EPS)
+        hidden = functional.gelu(a @ p["fc1_w"][layer].T + p["fc1_b"][layer])
+        x = x + hidden @ p["fc2_w"][layer].T + p["fc2_b"][layer]
     x = functional.layer_norm(x, (d,), p["lnf_w"][0], p["lnf_b"][0], LN_EPS)
     logits = x @ p["head_w"].T + p["head_b"]
     return functional.cross_entropy(logits.reshape(B * S, -1), targets.reshape(-1))
@@ -432,7 +442,7 @@ class TorchTrainer:
     """Training the same model with PyTorch: `torch_loss` (or `torch.compile` of it, `compile=True`),
     `backward`, and `torch.optim.Adam` (or SGD) with the same hyperparameters, f64, from `params`."""
 
-    def __init__(self, params: Parameters, adam: Adam = Adam(), sgd: bool = False, compile: bool = False,
+    def __init__(self, params: Parameters, adam: Adam = DEFAULT_ADAM, sgd: bool = False, compile: bool = False,
                  device: str = "cpu") -> None:
         import torch
 

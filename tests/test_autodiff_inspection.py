@@ -158,14 +158,15 @@ def test_an_array_filled_before_the_loops_that_read_it_is_reloaded() -> None:
 
 @iz.kernel
 def layers(x: Array[f64], w: Array[f64, 2]) -> f64:
-    """A layer loop writing slab l + 1 of h from slab l: what a layer reads is never written again."""
+    """A layer loop writing slab k + 1 of h from slab k in iteration k: what a layer reads is never written
+    again."""
     L, n = w.shape[0], w.shape[1]
     h = iz.empty((L + 1, n), f64)
     for i in range(n):
         h[0, i] = x[i]
-    for l in range(L):
+    for layer in range(L):
         for i in range(n):
-            h[l + 1, i] = iz.sin(w[l, i] * h[l, i]) + h[l, n - 1 - i]
+            h[layer + 1, i] = iz.sin(w[layer, i] * h[layer, i]) + h[layer, n - 1 - i]
     s = 0.0
     for i in range(n):
         s += h[L, i] * h[L, i]
@@ -174,18 +175,18 @@ def layers(x: Array[f64], w: Array[f64, 2]) -> f64:
 
 @iz.kernel
 def layers_rewriting_a_read_slab(x: Array[f64], w: Array[f64, 2]) -> f64:
-    """The same loop, but iteration l also rewrites slab l - 1 (read by iteration l - 1 before): that read
+    """The same loop, but iteration k also rewrites slab k - 1 (read by iteration k - 1 before): that read
     must be taped, not reloaded."""
     L, n = w.shape[0], w.shape[1]
     h = iz.empty((L + 1, n), f64)
     for i in range(n):
         h[0, i] = x[i]
-    for l in range(L):
+    for layer in range(L):
         for i in range(n):
-            h[l + 1, i] = iz.sin(w[l, i] * h[l, i])
-        if l >= 1:
+            h[layer + 1, i] = iz.sin(w[layer, i] * h[layer, i])
+        if layer >= 1:
             for i in range(n):
-                h[l - 1, i] = 0.0
+                h[layer - 1, i] = 0.0
     s = 0.0
     for i in range(n):
         s += h[L, i] * h[L - 1, i]
@@ -194,15 +195,15 @@ def layers_rewriting_a_read_slab(x: Array[f64], w: Array[f64, 2]) -> f64:
 
 @iz.kernel
 def layers_in_place(x: Array[f64], w: Array[f64, 2]) -> f64:
-    """A slab indexed by the layer counter, but every layer writes the slab the next one reads (l + 1 read
-    at l, written at l + 1... the read of h[l + 1] happens before iteration l + 1 writes it)."""
+    """A slab indexed by the layer counter, and every iteration k reads and rewrites slab k + 1 (an add in
+    place), which iteration k + 1 reads."""
     L, n = w.shape[0], w.shape[1]
     h = iz.zeros((L + 1, n), f64)
     for i in range(n):
         h[0, i] = x[i]
-    for l in range(L):
+    for layer in range(L):
         for i in range(n):
-            h[l + 1, i] = h[l + 1, i] + iz.sin(w[l, i] * h[l, i])
+            h[layer + 1, i] = h[layer + 1, i] + iz.sin(w[layer, i] * h[layer, i])
     s = 0.0
     for i in range(n):
         s += h[L, i] * h[L, i]
@@ -216,11 +217,11 @@ def layers_clearing_the_read_slab(x: Array[f64], w: Array[f64, 2]) -> f64:
     h = iz.empty((L + 1, n), f64)
     for i in range(n):
         h[0, i] = x[i]
-    for l in range(L):
+    for layer in range(L):
         for i in range(n):
-            h[l + 1, i] = iz.sin(w[l, i] * h[l, i])
+            h[layer + 1, i] = iz.sin(w[layer, i] * h[layer, i])
         for i in range(n):
-            h[l, i] = 0.0
+            h[layer, i] = 0.0
     s = 0.0
     for i in range(n):
         s += h[L, i] * h[L, i]
@@ -228,8 +229,8 @@ def layers_clearing_the_read_slab(x: Array[f64], w: Array[f64, 2]) -> f64:
 
 
 def test_a_slab_of_a_layer_loop_is_reloaded_where_no_later_iteration_writes_it() -> None:
-    """h[l, i] read by layer l, written by layer l - 1 (slab l of h), is never written again: no tape of
-    loads; the gradient still matches central differences."""
+    """h[k, i] read by iteration k, written by iteration k - 1 (slab k of h), is never written again: no
+    tape of loads; the gradient still matches central differences."""
     tapes = _tapes(layers, ("dup", "dup"))
     assert not any(t.startswith("<load>") for t in tapes), tapes
     rng = np.random.default_rng(3)
@@ -238,7 +239,7 @@ def test_a_slab_of_a_layer_loop_is_reloaded_where_no_later_iteration_writes_it()
 
 
 def test_a_slab_written_by_a_later_iteration_is_taped() -> None:
-    """Iteration l rewrites slab l - 1, which iteration l - 1 read: the loads of slab l are taped, and the
+    """Iteration k rewrites slab k - 1, which iteration k - 1 read: the loads of slab k are taped, and the
     gradient matches central differences (a reload would read the zeros); so do layers that add into the
     slab the next layer reads, and layers that clear the slab they read in the same iteration."""
     tapes = _tapes(layers_rewriting_a_read_slab, ("dup", "dup"))

@@ -267,9 +267,8 @@ def test_transformer_training_checks_every_loss_curve(tmp_path: Path, monkeypatc
                                                      capsys: pytest.CaptureFixture) -> None:
     """A correct tiny run passes; a loss off by 1e-6 relative in one step of isozyme's curve fails the row."""
     pytest.importorskip("torch")
-    import transformer_training
-
     import transformer  # examples/transformer.py, put on the path by the script
+    import transformer_training
 
     arguments = ["--quick", "--depths", "1", "--steps", "3", "--variants", "strict", "--threads", "1"]
     assert transformer_training.main([*arguments, "--json", str(tmp_path / "good.json")]) == 0

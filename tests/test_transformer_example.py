@@ -1,9 +1,9 @@
 """examples/transformer.py: the transformer trained by isozyme against the same model trained by PyTorch
 (f64, same initial weights, same batches): the loss curves agree to 1e-9 relative and so do the parameters
-after training; the gradient agrees with PyTorch's autograd everywhere and with central finite differences of
-PyTorch's loss on a few entries of every parameter; Adam's kernel against `torch.optim.Adam`; bad configurations and batches are
-ValueErrors naming what is wrong. Sizes are tiny (2 layers, d_model 8, 2 heads): the gradient's compile
-dominates the time."""
+after training; the gradient agrees with PyTorch's autograd everywhere and with central finite differences
+of PyTorch's loss on a few entries of every parameter; Adam's kernel against `torch.optim.Adam`; bad
+configurations and batches are ValueErrors naming what is wrong. Sizes are tiny (2 layers, d_model 8, 2
+heads): the gradient's compile dominates the time."""
 
 from __future__ import annotations
 

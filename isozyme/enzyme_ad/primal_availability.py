@@ -249,7 +249,7 @@ class PrimalAvailability:
         if writer.op not in (Op.STORE, Op.ATOMIC_ADD) or writer.operands[1] is not root \
                 or _accessed_array(access) is not root:
             return False
-        for position, (mine, theirs) in enumerate(zip(_indices(access), writer.operands[2:])):
+        for mine, theirs in zip(_indices(access), writer.operands[2:]):
             ours, other = _counter_offset(mine), _counter_offset(theirs)
             if ours is None or other is None or ours[0] is not other[0]:
                 continue
