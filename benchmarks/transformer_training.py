@@ -1,13 +1,15 @@
 """Training a transformer end to end: isozyme against PyTorch eager and `torch.compile`, one run (issue 26,
 part 4).
 
-    python benchmarks/transformer_training.py [--depths 1,2,3,4] [--steps 100] [--threads N] [--backend llvm|opencl]
-                                     [--variants strict,reassoc] [--quick] [--json FILE]
+    python benchmarks/transformer_training.py [--depths 1,2,3,4] [--steps 100] [--threads N]
+        [--backend llvm|opencl] [--variants strict,reassoc] [--interleave] [--quick] [--json FILE]
 
 The model of `examples/transformer.py` (d_model 64, 4 heads, sequence 64, batch 16, vocabulary 128, MLP
 width 256; `--quick`: a tiny one, 2 layers at most, 5 steps), f64, trained with Adam (lr 1e-3) for
-`--steps` steps at each depth, every variant from the same initial weights on the same batches, the
-variants taking turns step by step (step k of each, then step k + 1):
+`--steps` steps at each depth, every variant from the same initial weights on the same batches, one
+variant's steps after the other's (each thread pool, isozyme's and PyTorch's OpenMP, then has the cores to
+itself: pools that take turns step by step wait on each other's spinning threads; `--interleave` takes
+turns anyway):
 
 - `isozyme` (`--variants strict`): `transformer_loss` as written (IEEE-strict), its gradient by
   `iz.autodiff` and the update by the `adam_step` kernel, `prange` loops on `--threads` threads;
@@ -122,15 +124,21 @@ def memory(config, kernel: iz.Kernel) -> dict[str, object]:
             "goal": MEMORY_GOAL, "meets_goal": ratio <= MEMORY_GOAL, "header": header}
 
 
-def measure(layers: int, steps: int, sizes: dict[str, int], kernels: dict[str, iz.Kernel], backend: str) -> dict:
+def measure(layers: int, steps: int, sizes: dict[str, int], kernels: dict[str, iz.Kernel], backend: str,
+            interleave: bool) -> dict:
     from transformer import Config, make_batches
 
     config = Config(layers=layers, **sizes)
     batches = make_batches(config, steps, seed=1)
     made = runners(config, batches, kernels, backend)
-    for k in range(steps):
+    if interleave:
+        for k in range(steps):
+            for runner in made:
+                runner.step(k)
+    else:
         for runner in made:
-            runner.step(k)
+            for k in range(steps):
+                runner.step(k)
     reference = next(r for r in made if r.name == "torch eager")
     variants: dict[str, dict[str, object]] = {}
     for runner in made:
@@ -179,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backend", choices=("llvm", "opencl"), default="llvm")
     parser.add_argument("--variants", default="strict,reassoc", help="isozyme's: strict, reassoc (llvm only)")
     parser.add_argument("--quick", action="store_true", help="a tiny model, at most 2 layers and 5 steps")
+    parser.add_argument("--interleave", action="store_true", help="variants take turns step by step")
     parser.add_argument("--json", metavar="FILE")
     options = parser.parse_args(argv)
     import torch
@@ -197,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     kernels = loss_kernels(variants)
     rows = []
     for layers in depths:
-        rows.append(measure(layers, steps, sizes, kernels, options.backend))
+        rows.append(measure(layers, steps, sizes, kernels, options.backend, options.interleave))
         print_row(rows[-1])
     passed = all(row["check"]["passed"] for row in rows)
     if options.json:
