@@ -263,13 +263,31 @@ def test_gmm_cpu_runs_and_fails_on_a_wrong_gradient(tmp_path: Path, monkeypatch:
 
 # --- transformer_training.py ---------------------------------------------------------------------------------
 
+def _restoring_threads(main: Callable[[list[str]], int], threads: tuple[int, int]) -> Callable[[list[str]], int]:
+    def run(argv: list[str]) -> int:
+        import torch
+
+        try:
+            return main(argv)
+        finally:
+            iz.set_num_threads(threads[0])
+            torch.set_num_threads(threads[1])
+    return run
+
+
 def test_transformer_training_checks_every_loss_curve(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                      capsys: pytest.CaptureFixture) -> None:
     """A correct tiny run passes; a loss off by 1e-6 relative in one step of isozyme's curve fails the row."""
     pytest.importorskip("torch")
-    import transformer  # examples/transformer.py, put on the path by the script
+    import importlib
+
     import transformer_training
 
+    transformer = importlib.import_module("transformer")  # examples/transformer.py, on the script's path
+
+    torch = pytest.importorskip("torch")
+    threads = (iz.get_num_threads(), torch.get_num_threads())  # main() sets both; put them back after
+    monkeypatch.setattr(transformer_training, "main", _restoring_threads(transformer_training.main, threads))
     arguments = ["--quick", "--depths", "1", "--steps", "3", "--variants", "strict", "--threads", "1"]
     assert transformer_training.main([*arguments, "--json", str(tmp_path / "good.json")]) == 0
     report = json.loads((tmp_path / "good.json").read_text())
