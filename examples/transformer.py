@@ -142,17 +142,15 @@ def causal_attention(out: Array[f64, 4], probs: Array[f64, 4], qkv: Array[f64, 4
 
 
 @iz.kernel
-def dense_gelu(pre: Array[f64, 4], act: Array[f64, 4], x: Array[f64, 4], W: Array[f64, 3], bias: Array[f64, 2],
-               layer: i64):
-    # pre[layer, b, s, f] = bias[layer, f] + W[layer, f, :] . x[layer, b, s, :];
-    # act = gelu(pre), the exact (erf) GELU
+def dense_gelu(act: Array[f64, 4], x: Array[f64, 4], W: Array[f64, 3], bias: Array[f64, 2], layer: i64):
+    # act[layer, b, s, f] = gelu(bias[layer, f] + W[layer, f, :] . x[layer, b, s, :]), the exact (erf) GELU;
+    # the pre-activation is not stored: the reverse pass tapes what it needs of it
     for b in iz.prange(x.shape[1]):
         for s in range(x.shape[2]):
             for f in range(W.shape[1]):
                 acc = bias[layer, f]
                 for i in range(W.shape[2]):
                     acc += W[layer, f, i] * x[layer, b, s, i]
-                pre[layer, b, s, f] = acc
                 act[layer, b, s, f] = 0.5 * acc * (1.0 + iz.erf(acc * INV_SQRT2))
 
 
@@ -211,7 +209,6 @@ def transformer_loss(tokens: Array[i64, 2], targets: Array[i64, 2], heads: i64, 
     att = iz.empty((L, B, S, d), f64)
     mid = iz.empty((L, B, S, d), f64)
     a2 = iz.empty((L, B, S, d), f64)
-    pre = iz.empty((L, B, S, F), f64)
     act = iz.empty((L, B, S, F), f64)
     embed(xs, tokens, tok_emb, pos_emb)
     for layer in range(L):
@@ -220,7 +217,7 @@ def transformer_loss(tokens: Array[i64, 2], targets: Array[i64, 2], heads: i64, 
         causal_attention(att, probs, qkv, layer, heads, head_dim)
         dense_residual(mid, layer, xs, att, proj_w, proj_b, layer)
         layer_norm(a2, mid, layer, ln2_w, ln2_b, layer)
-        dense_gelu(pre, act, a2, fc1_w, fc1_b, layer)
+        dense_gelu(act, a2, fc1_w, fc1_b, layer)
         dense_residual(xs, layer + 1, mid, act, fc2_w, fc2_b, layer)
     final = iz.empty((1, B, S, d), f64)
     layer_norm(final, xs, L, lnf_w, lnf_b, 0)
