@@ -259,3 +259,47 @@ def test_gmm_cpu_runs_and_fails_on_a_wrong_gradient(tmp_path: Path, monkeypatch:
     assert gmm_cpu.main(tiny) == 1
     row = json.loads(output.read_text())["rows"][0]
     assert row["check"]["variants"]["isozyme prange"] is False and row["check"]["variants"]["isozyme"] is True
+
+
+# --- transformer_training.py ---------------------------------------------------------------------------------
+
+def _restoring_threads(main: Callable[[list[str]], int], threads: tuple[int, int]) -> Callable[[list[str]], int]:
+    def run(argv: list[str]) -> int:
+        import torch
+
+        try:
+            return main(argv)
+        finally:
+            iz.set_num_threads(threads[0])
+            torch.set_num_threads(threads[1])
+    return run
+
+
+def test_transformer_training_checks_every_loss_curve(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture) -> None:
+    """A correct tiny run passes; a loss off by 1e-6 relative in one step of isozyme's curve fails the row."""
+    pytest.importorskip("torch")
+    import importlib
+
+    import transformer_training
+
+    transformer = importlib.import_module("transformer")  # examples/transformer.py, on the script's path
+
+    torch = pytest.importorskip("torch")
+    threads = (iz.get_num_threads(), torch.get_num_threads())  # main() sets both; put them back after
+    monkeypatch.setattr(transformer_training, "main", _restoring_threads(transformer_training.main, threads))
+    arguments = ["--quick", "--depths", "1", "--steps", "3", "--variants", "strict", "--threads", "1"]
+    assert transformer_training.main([*arguments, "--json", str(tmp_path / "good.json")]) == 0
+    report = json.loads((tmp_path / "good.json").read_text())
+    assert report["passed"] is True and len(report["rows"][0]["variants"]["isozyme"]["losses"]) == 3
+    step, calls = transformer.Trainer.step, [0]
+
+    def wrong_in_the_second_step(self: Any, batch: Any) -> float:
+        calls[0] += 1
+        return step(self, batch) * (1.0 + (1e-6 if calls[0] == 2 else 0.0))
+    monkeypatch.setattr(transformer.Trainer, "step", wrong_in_the_second_step)
+    assert transformer_training.main([*arguments, "--json", str(tmp_path / "bad.json")]) == 1
+    assert MISMATCH in capsys.readouterr().out
+    row = json.loads((tmp_path / "bad.json").read_text())["rows"][0]
+    assert row["check"]["passed"] is False and row["variants"]["isozyme"]["check"]["passed"] is False
+    assert row["variants"]["torch.compile"]["check"]["passed"] is True

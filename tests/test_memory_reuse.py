@@ -643,6 +643,31 @@ done:
     assert not place_in_arena(function)
 
 
+@iz.kernel
+def split_rows(x: Array[f64], parts: i64) -> f64:
+    """Its local array's extents are an argument's length, then a division by an argument (which may trap,
+    so it is not known at the start): the array is dynamic, not placed."""
+    n = x.shape[0]
+    a = iz.zeros((n, n // parts), f64)
+    s = 0.0
+    for i in range(n):
+        a[i, 0] = x[i]
+    for i in range(n):
+        s += a[n - 1 - i, 0]
+    return s
+
+
+def test_a_later_extent_not_known_at_the_start_makes_the_buffer_dynamic() -> None:
+    """An alloc whose first extent is only missing from `sizes` (symbolic) and whose second is not known at
+    the start (a division) is dynamic: placement, which gives no sizes, once took it as placeable and then
+    failed cloning the division into the entry block."""
+    _, function = split_rows.optimized("O2")
+    for sizes in (None, {"x": (4,), "parts": 2}):
+        assert [buffer.status for buffer in plan_memory(function, sizes).buffers] == [BufferStatus.DYNAMIC]
+    x = np.arange(1.0, 5.0)
+    assert split_rows(x, 2) == split_rows.py_func(x, 2) == 10.0
+
+
 def test_placement_clones_a_long_chain_of_extent_ops() -> None:
     """An extent computed by 3,000 ops in a row (deeper than Python's recursion limit) is sized, and
     computed again at the start, without recursion."""

@@ -231,11 +231,41 @@ class PrimalAvailability:
         for writer, written in self.writers.get(root, ()):
             if writer is access:
                 continue
-            if written in reach:
-                return False
-            if written is block and (writer.block is not block or block.position(writer) > position):
+            later = written in reach or \
+                (written is block and (writer.block is not block or block.position(writer) > position))
+            if later and not self._writes_another_slab(access, writer, written, root):
                 return False
         return True
+
+    def _writes_another_slab(self, access: Instruction, writer: Instruction, written: Block, root: Value) -> bool:
+        """Can `writer`, when it runs after `access`, never touch the element `access` touched, because both
+        index one position by the same counter of a top-level loop around them (a layer loop writing
+        `a[l, ...]` in iteration l)? Both use `root` itself, a position holds `iv + c_access` and
+        `iv + c_writer` (`iv` an induction variable of the loop with a constant step, the c constants);
+        in a later iteration (k steps on) the writer's index equals the access's only when k * step ==
+        c_access - c_writer, and in the same iteration (when the writer is reachable from the access
+        without going around the loop) only when the constants are equal. The loop must be top-level: it
+        runs once per call, so its counter never takes a value twice."""
+        if writer.op not in (Op.STORE, Op.ATOMIC_ADD) or writer.operands[1] is not root \
+                or _accessed_array(access) is not root:
+            return False
+        for mine, theirs in zip(_indices(access), writer.operands[2:]):
+            ours, other = _counter_offset(mine), _counter_offset(theirs)
+            if ours is None or other is None or ours[0] is not other[0]:
+                continue
+            induction = self._induction(ours[0])
+            if induction is None or induction[0].parent is not None or access.block not in induction[0] \
+                    or written not in induction[0] or not isinstance(induction[2], Constant) \
+                    or induction[2].value == 0:
+                continue
+            loop, step, delta = induction[0], induction[2].value, ours[1] - other[1]
+            if delta % step == 0 and delta // step >= 1:
+                continue  # a later iteration writes this slab
+            if delta == 0 and (written is access.block
+                               or written in _reachable_within_iteration(access.block, loop)):  # type: ignore[arg-type]
+                continue  # the same iteration writes it after the access
+            return True
+        return False
 
     def _reachable(self, block: Block) -> set[Block]:
         if block not in self._reach:
@@ -316,6 +346,41 @@ def writers_by_root(function: Function) -> dict[Value, list[Instruction]] | None
         for root in roots:
             written.setdefault(root, []).append(inst)  # type: ignore[arg-type]
     return written
+
+
+def _accessed_array(access: Instruction) -> Value:
+    return access.operands[1] if access.op in (Op.STORE, Op.ATOMIC_ADD) else access.operands[0]
+
+
+def _indices(access: Instruction) -> list[Value]:
+    return access.operands[2:] if access.op in (Op.STORE, Op.ATOMIC_ADD) else access.operands[1:]
+
+
+def _counter_offset(index: Value) -> tuple[Value, int] | None:
+    """(phi, c) when `index` is an integer phi plus or minus a constant `c` (0 for the phi itself)."""
+    if isinstance(index, Phi):
+        return index, 0
+    if not isinstance(index, Instruction) or index.op not in (Op.IADD, Op.ISUB):
+        return None
+    left, right = index.operands
+    if isinstance(left, Phi) and isinstance(right, Constant):
+        return left, right.value if index.op is Op.IADD else -right.value
+    if index.op is Op.IADD and isinstance(right, Phi) and isinstance(left, Constant):
+        return right, left.value
+    return None
+
+
+def _reachable_within_iteration(block: Block, loop: Loop) -> set[Block]:
+    """The blocks of `loop` reachable from `block` without taking an edge to the loop's header."""
+    seen: set[Block] = set()
+    pending = [block]
+    while pending:
+        current = pending.pop()
+        for successor in current.terminator.successors if current.terminator is not None else ():
+            if successor is not loop.header and successor in loop and successor not in seen:
+                seen.add(successor)
+                pending.append(successor)
+    return seen
 
 
 def _defined_outside(value: Value, loop: Loop) -> bool:

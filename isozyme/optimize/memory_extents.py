@@ -162,8 +162,18 @@ def formula_key(root: Value) -> Hashable:
 
 
 def byte_size(alloc: Instruction, extents: ExtentEvaluator) -> int:
-    """The alloc's bytes; raises `Unevaluated` when they are not known."""
-    shape = [extents.value(extent) for extent in alloc.operands]
+    """The alloc's bytes; raises `Unevaluated` when they are not known: `dynamic` when one extent is not
+    known at the start at all, whatever the others lack (an earlier extent's argument may only be missing
+    from `sizes`, and placement, which gives no sizes, must not take such a buffer as placeable)."""
+    missing: list[Unevaluated] = []
+    shape: list[int | float | bool] = []
+    for extent in alloc.operands:
+        try:
+            shape.append(extents.value(extent))
+        except Unevaluated as why:
+            missing.append(why)
+    if missing:
+        raise next((m for m in missing if m.status is BufferStatus.DYNAMIC), missing[0])
     if any(extent < 0 for extent in shape):  # type: ignore[operator]
         raise Unevaluated(BufferStatus.INVALID, f"negative extent in {shape}")
     element = alloc.type.element.numpy_dtype.itemsize  # type: ignore[attr-defined]

@@ -1,0 +1,224 @@
+"""Training a transformer end to end: isozyme against PyTorch eager and `torch.compile`, one run (issue 26,
+part 4).
+
+    python benchmarks/transformer_training.py [--depths 1,2,3,4] [--steps 100] [--threads N]
+        [--backend llvm|opencl] [--variants strict,reassoc] [--interleave] [--quick] [--json FILE]
+
+The model of `examples/transformer.py` (d_model 64, 4 heads, sequence 64, batch 16, vocabulary 128, MLP
+width 256; `--quick`: a tiny one, 2 layers at most, 5 steps), f64, trained with Adam (lr 1e-3) for
+`--steps` steps at each depth, every variant from the same initial weights on the same batches, one
+variant's steps after the other's (each thread pool, isozyme's and PyTorch's OpenMP, then has the cores to
+itself: pools that take turns step by step wait on each other's spinning threads; `--interleave` takes
+turns anyway):
+
+- `isozyme` (`--variants strict`): `transformer_loss` as written (IEEE-strict), its gradient by
+  `iz.autodiff` and the update by the `adam_step` kernel, `prange` loops on `--threads` threads;
+- `isozyme reassoc` (`reassoc`): the same kernel built with `fastmath=("reassoc",)`;
+- `torch eager`: `examples/transformer.py`'s `torch_loss`, `backward`, `torch.optim.Adam`, on
+  `--threads` threads (`torch.set_num_threads`);
+- `torch.compile`: the same with `torch.compile(torch_loss)` (the backward compiled with it by AOTAutograd;
+  the optimizer's step is PyTorch's, as in the eager variant).
+
+With `--backend opencl` isozyme runs on `ISOZYME_OPENCL_DEVICE` (its arrays copied in and out on every
+call: numpy arguments) and PyTorch on CUDA when it has a GPU (else on the CPU); `reassoc` is an LLVM
+option and is left out there.
+
+Time per step: the median over the steps after the first (which compiles), `perf_counter` around the whole
+step (on CUDA, after a synchronize). Checks, outside the timed region: every variant's loss curve (all the
+steps) against torch eager's, max-norm relative, within 1e-9 (the same math rounded in another order);
+a mismatch, or a variant that fails, marks the row MISMATCH, and the script exits with status 1 after
+printing and writing everything. Memory: `iz.show_memory` of the gradient (`diffe_transformer_loss`) at
+the row's sizes: the arena isozyme's plan uses against the bytes requested without reuse (every local
+array and tape its own block), and whether that is at most 30% (the issue's goal).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "examples"), str(ROOT)]
+
+import isozyme as iz  # noqa: E402
+from isozyme.benchmark_checks import MISMATCH, relative_error  # noqa: E402
+
+TOLERANCE = 1e-9
+MEMORY_GOAL = 0.30
+FULL = dict(vocab=128, d_model=64, heads=4, hidden=256, seq=64, batch=16)
+QUICK = dict(vocab=16, d_model=16, heads=2, hidden=32, seq=8, batch=2)
+
+
+def loss_kernels(variants: list[str]) -> dict[str, iz.Kernel]:
+    """isozyme's variants by name: the example's kernel, and the same built with reassoc."""
+    from transformer import transformer_loss
+
+    kernels = {"strict": ("isozyme", transformer_loss),
+               "reassoc": ("isozyme reassoc", iz.kernel(fastmath=("reassoc",))(transformer_loss.py_func))}
+    return dict(kernels[variant] for variant in variants)
+
+
+class Runner:
+    """One variant's training: `step(k)` runs step k (timed) and keeps its loss."""
+
+    def __init__(self, name: str, step, synchronize=None) -> None:
+        self.name, self._step, self._synchronize = name, step, synchronize
+        self.losses: list[float] = []
+        self.seconds: list[float] = []
+        self.error: str | None = None
+
+    def step(self, k: int) -> None:
+        if self.error is not None:
+            return
+        try:
+            start = time.perf_counter()
+            loss = self._step(k)
+            if self._synchronize is not None:
+                self._synchronize()
+            self.seconds.append(time.perf_counter() - start)
+            self.losses.append(float(loss))
+        except Exception as error:  # a variant that fails is reported as a failed check, not a crash
+            self.error = f"{type(error).__name__}: {error}"
+
+
+def runners(config, batches, kernels: dict[str, iz.Kernel], backend: str) -> list[Runner]:
+    import torch
+    from transformer import Adam, TorchTrainer, Trainer, init_parameters
+
+    params = init_parameters(config, seed=0)
+    device = "cuda" if backend == "opencl" and torch.cuda.is_available() else "cpu"
+    synchronize = torch.cuda.synchronize if device == "cuda" else None
+    made: list[Runner] = []
+    for name, kernel in kernels.items():
+        trainer = Trainer(params.copy(), Adam(), backend=backend, loss_kernel=kernel)
+        made.append(Runner(name, lambda k, trainer=trainer: trainer.step(batches[k])))
+    for name, compile in (("torch eager", False), ("torch.compile", True)):
+        reference = TorchTrainer(params.copy(), Adam(), compile=compile, device=device)
+        on_device = [reference.batch(batch) for batch in batches]
+        made.append(Runner(name, lambda k, reference=reference, on_device=on_device: reference.step(*on_device[k]),
+                           synchronize))
+    return made
+
+
+def memory(config, kernel: iz.Kernel) -> dict[str, object]:
+    """The plan of the gradient's local arrays and tapes at the config's sizes (`iz.show_memory`)."""
+    from transformer import PARAMETER_NAMES
+
+    sizes = {"tokens": (config.batch, config.seq), "targets": (config.batch, config.seq), "heads": config.heads,
+             "head_dim": config.head_dim, **dict(zip(PARAMETER_NAMES, config.shapes().values()))}
+    table = iz.show_memory(kernel, activity=("const",) * 4 + ("dup",) * len(PARAMETER_NAMES), **sizes)
+    header = table.splitlines()[:2]
+    found = re.search(r"requested (\d+) B, used (\d+) B", header[1])
+    if found is None:
+        raise RuntimeError(f"iz.show_memory's header changed: {header[1]!r}")
+    requested, used = int(found.group(1)), int(found.group(2))
+    ratio = used / requested if requested else 0.0
+    return {"requested_bytes": requested, "used_bytes": used, "used_over_requested": ratio,
+            "goal": MEMORY_GOAL, "meets_goal": ratio <= MEMORY_GOAL, "header": header}
+
+
+def measure(layers: int, steps: int, sizes: dict[str, int], kernels: dict[str, iz.Kernel], backend: str,
+            interleave: bool) -> dict:
+    from transformer import Config, make_batches
+
+    config = Config(layers=layers, **sizes)
+    batches = make_batches(config, steps, seed=1)
+    made = runners(config, batches, kernels, backend)
+    if interleave:
+        for k in range(steps):
+            for runner in made:
+                runner.step(k)
+    else:
+        for runner in made:
+            for k in range(steps):
+                runner.step(k)
+    reference = next(r for r in made if r.name == "torch eager")
+    variants: dict[str, dict[str, object]] = {}
+    for runner in made:
+        error = relative_error(runner.losses, reference.losses) if runner.error is None and \
+            reference.error is None else float("inf")
+        timed = runner.seconds[1:] or runner.seconds
+        variants[runner.name] = {
+            "seconds_median": statistics.median(timed) if timed else None, "seconds_min": min(timed, default=None),
+            "first_step_seconds": runner.seconds[0] if runner.seconds else None, "losses": runner.losses,
+            "loss_curve_relative_error": error, "error": runner.error,
+            "check": {"passed": bool(error <= TOLERANCE), "tolerance": TOLERANCE, "calls": len(runner.losses),
+                      "what": "the loss curve against torch eager's", "reason": "the same math rounded otherwise"}}
+    compiled = variants["torch.compile"]["seconds_median"]
+    for entry in variants.values():
+        if compiled and entry["seconds_median"]:
+            entry["speedup_over_torch_compile"] = compiled / entry["seconds_median"]
+    row = {"layers": layers, "config": vars(config), "steps": steps, "variants": variants,
+           "check": {"passed": all(v["check"]["passed"] for v in variants.values())}}
+    row["memory"] = memory(config, next(iter(kernels.values())))
+    return row
+
+
+def print_row(row: dict) -> None:
+    print(f"layers={row['layers']}" + ("" if row["check"]["passed"] else f"  {MISMATCH}"))
+    for name, entry in row["variants"].items():
+        if entry["seconds_median"] is None:
+            print(f"  {name:<16} failed: {entry['error']}")
+            continue
+        speedup = entry.get("speedup_over_torch_compile")
+        print(f"  {name:<16} {entry['seconds_median'] * 1e3:9.2f} ms/step (min {entry['seconds_min'] * 1e3:8.2f})"
+              + (f"  {speedup:5.2f}x torch.compile" if speedup else "")
+              + f"  loss curve vs eager {entry['loss_curve_relative_error']:.1e}"
+              + ("" if entry["check"]["passed"] else f"  {MISMATCH}")
+              + (f"  {entry['error']}" if entry["error"] else ""))
+    m = row["memory"]
+    print(f"  memory of the gradient's plan: {m['used_bytes'] / 2**20:.2f} MiB used of "
+          f"{m['requested_bytes'] / 2**20:.2f} MiB requested ({100 * m['used_over_requested']:.1f}%, "
+          f"goal <= {100 * MEMORY_GOAL:.0f}%)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--depths", default="1,2,3,4", help="comma-separated layer counts")
+    parser.add_argument("--steps", type=int, default=100)
+    parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
+    parser.add_argument("--backend", choices=("llvm", "opencl"), default="llvm")
+    parser.add_argument("--variants", default="strict,reassoc", help="isozyme's: strict, reassoc (llvm only)")
+    parser.add_argument("--quick", action="store_true", help="a tiny model, at most 2 layers and 5 steps")
+    parser.add_argument("--interleave", action="store_true", help="variants take turns step by step")
+    parser.add_argument("--json", metavar="FILE")
+    options = parser.parse_args(argv)
+    import torch
+
+    depths = [int(depth) for depth in options.depths.split(",")]
+    variants = [v for v in options.variants.split(",") if v and not (options.backend == "opencl" and v == "reassoc")]
+    if any(v not in ("strict", "reassoc") for v in variants) or not variants:
+        parser.error(f"--variants must name strict and/or reassoc, got {options.variants!r}")
+    steps, sizes = (min(options.steps, 5), QUICK) if options.quick else (options.steps, FULL)
+    if options.quick:
+        depths = [depth for depth in depths if depth <= 2] or [1]
+    if steps < 2:
+        parser.error("--steps must be at least 2 (the first step compiles and is not timed)")
+    iz.set_num_threads(options.threads)
+    torch.set_num_threads(options.threads)
+    kernels = loss_kernels(variants)
+    rows = []
+    for layers in depths:
+        rows.append(measure(layers, steps, sizes, kernels, options.backend, options.interleave))
+        print_row(rows[-1])
+    passed = all(row["check"]["passed"] for row in rows)
+    if options.json:
+        report = {"backend": options.backend, "threads": options.threads, "cpus": len(os.sched_getaffinity(0)),
+                  "machine": platform.machine(), "processor": platform.processor(),
+                  "python": platform.python_version(), "torch": torch.__version__,
+                  "opencl_device": os.environ.get("ISOZYME_OPENCL_DEVICE"),
+                  "cuda": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
+                  "passed": passed, "rows": rows}
+        Path(options.json).write_text(json.dumps(report, indent=1))
+    return 0 if passed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,488 @@
+"""A GPT-style transformer language model trained end to end: forward, loss, gradient and Adam update
+compiled by isozyme (issue 26, part 4). The gradient is isozyme's reverse mode of the loss kernel, nothing
+is written by hand.
+
+The model (pre-LayerNorm, as GPT-2), for token ids `tokens[b, s]` and next-token targets `targets[b, s]`:
+
+    x = tok_emb[tokens] + pos_emb                              (B, S, d)
+    for each of the L layers:
+        x = x + proj(causal_self_attention(LN1(x)))            heads of size d / heads, softmax over j <= i
+        x = x + fc2(gelu(fc1(LN2(x))))                         fc1: d -> F, gelu(z) = z (1 + erf(z / sqrt 2)) / 2
+    loss = mean over (b, s) of cross_entropy(head(LNf(x)), targets)
+
+Every dense layer is `y = x W^T + b` with W stored (out, in), as `torch.nn.Linear` stores it, so the
+weights copy one to one into `torch_loss`, the same model in PyTorch, which the tests and
+`benchmarks/transformer_training.py` train (`TorchTrainer`) beside this one, from the same weights on the
+same batches. The
+parameters of the L layers are stacked (`attn_w` is (L, 3d, d): the rows of q, then k, then v); all of them
+live in one flat vector (`Parameters`), of which the kernel's arguments are views, so one `adam_step` call
+updates everything.
+
+`transformer_loss` is one kernel: each stage (`layer_norm`, `dense`, `causal_attention`, `dense_residual`,
+`dense_gelu`, `cross_entropy`) is a helper kernel, inlined, whose outer loop is a `prange` over the
+sequences of the batch, so each runs on every core (`iz.set_num_threads`) and, on OpenCL, as an NDRange
+kernel. Activations are local arrays with a layer index and the batch index next (`a1[layer, b, s, c]`): each
+element is written once, as a tensor program would, and the reverse pass reads what it needs from them (a
+layer's slab is never written again, so nothing is taped for it). Why the batch index and not the token:
+the reverse of a `prange` iteration adds into the adjoints of what it read, and an array a parallel loop
+writes must be split between iterations by one index; the attention's iterations read whole sequences
+(keys and values of every earlier position), so the index that splits every activation between
+iterations, from the embedding to the loss, is the sequence's. The weights' adjoints are shared by all
+iterations: each task of the thread pool adds into a copy of them, summed after the loop. The head count
+is an argument with the head size (`heads * head_dim == d`, asserted): extents and trip counts then need
+no division (a division may trap, so the compiler does not treat it as known when the kernel starts: a
+local array sized by one would be left out of the memory plan, a loop bounded by one would need growable
+tapes).
+
+Softmax (in the attention and in the loss) subtracts a shift: `floor` of the row's maximum, as an integer.
+Softmax does not depend on the shift, so its exact derivative is zero, and an integer is never active in
+isozyme's AD: the reverse pass has nothing to do for it (the maximum is not differentiated through a chain
+of `max`es), and every exponent is below 1, so nothing overflows. A NaN score makes the conversion raise
+(`ValueError`) where PyTorch would return a NaN loss.
+
+`Trainer.step` is one training step: `iz.autodiff` of `transformer_loss` (forward, loss and reverse in one
+compiled call) into the flat gradient, then `adam_step` (an isozyme kernel, `prange` over the parameters)
+updates the parameters and Adam's moments and zeroes the gradient for the next step. Adam is PyTorch's
+(`torch.optim.Adam`, no weight decay).
+
+Run it: `python examples/transformer.py` (a small model, 20 steps beside PyTorch when it is installed).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+import isozyme as iz
+from isozyme import Array, f64, i64
+
+LN_EPS = 1e-5
+"""LayerNorm's epsilon, PyTorch's default."""
+INV_SQRT2 = 1.0 / math.sqrt(2.0)
+
+
+@iz.kernel
+def embed(x: Array[f64, 4], tokens: Array[i64, 2], tok_emb: Array[f64, 2], pos_emb: Array[f64, 2]):
+    # x[0, b, s, :] = tok_emb[tokens[b, s], :] + pos_emb[s, :]
+    for b in iz.prange(tokens.shape[0]):
+        for s in range(tokens.shape[1]):
+            t = tokens[b, s]
+            for c in range(tok_emb.shape[1]):
+                x[0, b, s, c] = tok_emb[t, c] + pos_emb[s, c]
+
+
+@iz.kernel
+def layer_norm(out: Array[f64, 4], x: Array[f64, 4], lx: i64, weight: Array[f64, 2], bias: Array[f64, 2],
+               layer: i64):
+    # out[layer, b, s, :] = LayerNorm(x[lx, b, s, :]) with weight[layer, :], bias[layer, :] (biased variance)
+    d = x.shape[3]
+    for b in iz.prange(x.shape[1]):
+        for s in range(x.shape[2]):
+            mean = 0.0
+            for c in range(d):
+                mean += x[lx, b, s, c]
+            mean = mean / d
+            var = 0.0
+            for c in range(d):
+                t = x[lx, b, s, c] - mean
+                var += t * t
+            rstd = 1.0 / iz.sqrt(var / d + LN_EPS)
+            for c in range(d):
+                out[layer, b, s, c] = (x[lx, b, s, c] - mean) * rstd * weight[layer, c] + bias[layer, c]
+
+
+@iz.kernel
+def dense(out: Array[f64, 4], lo: i64, x: Array[f64, 4], W: Array[f64, 3], bias: Array[f64, 2], layer: i64):
+    # out[lo, b, s, o] = bias[layer, o] + W[layer, o, :] . x[layer, b, s, :]
+    for b in iz.prange(x.shape[1]):
+        for s in range(x.shape[2]):
+            for o in range(W.shape[1]):
+                acc = bias[layer, o]
+                for i in range(W.shape[2]):
+                    acc += W[layer, o, i] * x[layer, b, s, i]
+                out[lo, b, s, o] = acc
+
+
+@iz.kernel
+def causal_attention(out: Array[f64, 4], probs: Array[f64, 4], qkv: Array[f64, 4], layer: i64, heads: i64,
+                     head_dim: i64):
+    # for batch b, head h, query i: p_ij = softmax_j(q_i . k_j / sqrt(head_dim)) over j <= i and
+    # out[layer, b, i, h head_dim + c] = sum_j p_ij v_jc, with q, k, v the column blocks 0, d, 2 d of qkv
+    # (the head's columns in each); probs[layer, b, h S + i, j] keeps exp(score - shift) for the reverse pass
+    S, d = qkv.shape[2], out.shape[3]
+    scale = 1.0 / iz.sqrt(float(head_dim))
+    for b in iz.prange(qkv.shape[1]):
+        for h in range(heads):
+            for i in range(S):
+                top = -1.0e300
+                for j in range(i + 1):
+                    acc = 0.0
+                    for c in range(head_dim):
+                        acc += qkv[layer, b, i, h * head_dim + c] * qkv[layer, b, j, d + h * head_dim + c]
+                    top = max(top, acc * scale)
+                shift = float(math.floor(top))  # an integer: a constant to AD (module docstring)
+                z = 0.0
+                for j in range(i + 1):
+                    acc = 0.0
+                    for c in range(head_dim):
+                        acc += qkv[layer, b, i, h * head_dim + c] * qkv[layer, b, j, d + h * head_dim + c]
+                    e = iz.exp(acc * scale - shift)
+                    probs[layer, b, h * S + i, j] = e
+                    z += e
+                rz = 1.0 / z
+                for c in range(head_dim):
+                    out[layer, b, i, h * head_dim + c] = 0.0
+                for j in range(i + 1):
+                    p = probs[layer, b, h * S + i, j] * rz
+                    for c in range(head_dim):
+                        out[layer, b, i, h * head_dim + c] += p * qkv[layer, b, j, 2 * d + h * head_dim + c]
+
+
+@iz.kernel
+def dense_gelu(act: Array[f64, 4], x: Array[f64, 4], W: Array[f64, 3], bias: Array[f64, 2], layer: i64):
+    # act[layer, b, s, f] = gelu(bias[layer, f] + W[layer, f, :] . x[layer, b, s, :]), the exact (erf) GELU;
+    # the pre-activation is not stored: the reverse pass tapes what it needs of it
+    for b in iz.prange(x.shape[1]):
+        for s in range(x.shape[2]):
+            for f in range(W.shape[1]):
+                acc = bias[layer, f]
+                for i in range(W.shape[2]):
+                    acc += W[layer, f, i] * x[layer, b, s, i]
+                act[layer, b, s, f] = 0.5 * acc * (1.0 + iz.erf(acc * INV_SQRT2))
+
+
+@iz.kernel
+def dense_residual(out: Array[f64, 4], lo: i64, residual: Array[f64, 4], x: Array[f64, 4], W: Array[f64, 3],
+                   bias: Array[f64, 2], layer: i64):
+    # out[lo, b, s, o] = residual[layer, b, s, o] + bias[layer, o] + W[layer, o, :] . x[layer, b, s, :]
+    for b in iz.prange(x.shape[1]):
+        for s in range(x.shape[2]):
+            for o in range(W.shape[1]):
+                acc = bias[layer, o]
+                for i in range(W.shape[2]):
+                    acc += W[layer, o, i] * x[layer, b, s, i]
+                out[lo, b, s, o] = residual[layer, b, s, o] + acc
+
+
+@iz.kernel
+def cross_entropy(logits: Array[f64, 3], x: Array[f64, 4], W: Array[f64, 2], bias: Array[f64],
+                  targets: Array[i64, 2]) -> f64:
+    # mean over tokens of logsumexp(logits[b, s, :]) - logits[b, s, target], logits = x[0] W^T + bias
+    V = W.shape[0]
+    total = 0.0
+    for b in iz.prange(x.shape[1]):
+        row = 0.0
+        for s in range(x.shape[2]):
+            top = -1.0e300
+            for o in range(V):
+                acc = bias[o]
+                for i in range(W.shape[1]):
+                    acc += W[o, i] * x[0, b, s, i]
+                logits[b, s, o] = acc
+                top = max(top, acc)
+            shift = float(math.floor(top))  # an integer: a constant to AD (module docstring)
+            z = 0.0
+            for o in range(V):
+                z += iz.exp(logits[b, s, o] - shift)
+            row += iz.log(z) + shift - logits[b, s, targets[b, s]]
+        total += row
+    return total / (x.shape[1] * x.shape[2])
+
+
+@iz.kernel
+def transformer_loss(tokens: Array[i64, 2], targets: Array[i64, 2], heads: i64, head_dim: i64,
+                     tok_emb: Array[f64, 2], pos_emb: Array[f64, 2], ln1_w: Array[f64, 2], ln1_b: Array[f64, 2],
+                     attn_w: Array[f64, 3], attn_b: Array[f64, 2], proj_w: Array[f64, 3], proj_b: Array[f64, 2],
+                     ln2_w: Array[f64, 2], ln2_b: Array[f64, 2], fc1_w: Array[f64, 3], fc1_b: Array[f64, 2],
+                     fc2_w: Array[f64, 3], fc2_b: Array[f64, 2], lnf_w: Array[f64, 2], lnf_b: Array[f64, 2],
+                     head_w: Array[f64, 2], head_b: Array[f64]) -> f64:
+    B, S = tokens.shape[0], tokens.shape[1]
+    d, L, F = tok_emb.shape[1], attn_w.shape[0], fc1_w.shape[1]
+    assert heads * head_dim == d, "heads * head_dim must equal d_model"
+    xs = iz.empty((L + 1, B, S, d), f64)  # the residual stream entering each layer, and leaving the last
+    a1 = iz.empty((L, B, S, d), f64)
+    qkv = iz.empty((L, B, S, 3 * d), f64)
+    probs = iz.empty((L, B, heads * S, S), f64)
+    att = iz.empty((L, B, S, d), f64)
+    mid = iz.empty((L, B, S, d), f64)
+    a2 = iz.empty((L, B, S, d), f64)
+    act = iz.empty((L, B, S, F), f64)
+    embed(xs, tokens, tok_emb, pos_emb)
+    for layer in range(L):
+        layer_norm(a1, xs, layer, ln1_w, ln1_b, layer)
+        dense(qkv, layer, a1, attn_w, attn_b, layer)
+        causal_attention(att, probs, qkv, layer, heads, head_dim)
+        dense_residual(mid, layer, xs, att, proj_w, proj_b, layer)
+        layer_norm(a2, mid, layer, ln2_w, ln2_b, layer)
+        dense_gelu(act, a2, fc1_w, fc1_b, layer)
+        dense_residual(xs, layer + 1, mid, act, fc2_w, fc2_b, layer)
+    final = iz.empty((1, B, S, d), f64)
+    layer_norm(final, xs, L, lnf_w, lnf_b, 0)
+    logits = iz.empty((B, S, head_w.shape[0]), f64)
+    return cross_entropy(logits, final, head_w, head_b, targets)
+
+
+@iz.kernel
+def adam_step(params: Array[f64], grad: Array[f64], m: Array[f64], v: Array[f64], lr: f64, beta1: f64,
+              beta2: f64, eps: f64, step: i64):
+    # torch.optim.Adam (no weight decay, not amsgrad) at step `step` (1, 2, ...); zeroes grad for the next
+    # gradient, which accumulates
+    bias1 = 1.0 - beta1 ** step
+    root2 = iz.sqrt(1.0 - beta2 ** step)
+    for i in iz.prange(params.shape[0]):
+        g = grad[i]
+        m[i] = beta1 * m[i] + (1.0 - beta1) * g
+        v[i] = beta2 * v[i] + (1.0 - beta2) * g * g
+        params[i] -= (lr / bias1) * m[i] / (iz.sqrt(v[i]) / root2 + eps)
+        grad[i] = 0.0
+
+
+@iz.kernel
+def sgd_step(params: Array[f64], grad: Array[f64], lr: f64):
+    # params -= lr grad; zeroes grad for the next gradient
+    for i in iz.prange(params.shape[0]):
+        params[i] -= lr * grad[i]
+        grad[i] = 0.0
+
+
+# --- the model's parameters and a training step ---------------------------------------------------------
+
+PARAMETER_NAMES = ("tok_emb", "pos_emb", "ln1_w", "ln1_b", "attn_w", "attn_b", "proj_w", "proj_b", "ln2_w",
+                   "ln2_b", "fc1_w", "fc1_b", "fc2_w", "fc2_b", "lnf_w", "lnf_b", "head_w", "head_b")
+"""`transformer_loss`'s parameter arguments, in order."""
+
+
+@dataclass(frozen=True)
+class Config:
+    """The model's sizes: vocabulary, d_model, heads, layers, MLP width, sequence length and batch."""
+
+    vocab: int = 128
+    d_model: int = 64
+    heads: int = 4
+    layers: int = 1
+    hidden: int = 256
+    seq: int = 64
+    batch: int = 16
+
+    def __post_init__(self) -> None:
+        for name in ("vocab", "d_model", "heads", "layers", "hidden", "seq", "batch"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"Config.{name} must be a positive int, got {value!r}")
+        if self.d_model % self.heads:
+            raise ValueError(f"Config.d_model ({self.d_model}) must be a multiple of Config.heads ({self.heads})")
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.heads
+
+    def shapes(self) -> dict[str, tuple[int, ...]]:
+        """Each parameter's shape, in `PARAMETER_NAMES` order."""
+        V, d, L, F, S = self.vocab, self.d_model, self.layers, self.hidden, self.seq
+        return {"tok_emb": (V, d), "pos_emb": (S, d), "ln1_w": (L, d), "ln1_b": (L, d), "attn_w": (L, 3 * d, d),
+                "attn_b": (L, 3 * d), "proj_w": (L, d, d), "proj_b": (L, d), "ln2_w": (L, d), "ln2_b": (L, d),
+                "fc1_w": (L, F, d), "fc1_b": (L, F), "fc2_w": (L, d, F), "fc2_b": (L, d), "lnf_w": (1, d),
+                "lnf_b": (1, d), "head_w": (V, d), "head_b": (V,)}
+
+
+class Parameters:
+    """All parameters in one flat f64 vector, and `views` of it shaped as `transformer_loss` takes them."""
+
+    def __init__(self, config: Config, flat: np.ndarray | None = None) -> None:
+        self.config = config
+        shapes = config.shapes()
+        size = sum(math.prod(shape) for shape in shapes.values())
+        if flat is None:
+            flat = np.zeros(size)
+        if not isinstance(flat, np.ndarray) or flat.dtype != np.float64 or flat.shape != (size,):
+            raise ValueError(f"flat must be a float64 array of shape ({size},) for {config}")
+        self.flat = flat
+        self.views: dict[str, np.ndarray] = {}
+        offset = 0
+        for name, shape in shapes.items():
+            count = math.prod(shape)
+            self.views[name] = flat[offset:offset + count].reshape(shape)
+            offset += count
+
+    def arrays(self) -> list[np.ndarray]:
+        return [self.views[name] for name in PARAMETER_NAMES]
+
+    def copy(self) -> Parameters:
+        return Parameters(self.config, self.flat.copy())
+
+
+def init_parameters(config: Config, seed: int = 0) -> Parameters:
+    """GPT-2's initialization: weights normal(0, 0.02), biases 0, LayerNorm weights 1 and biases 0; the
+    projections into the residual stream (proj_w, fc2_w) scaled by 1/sqrt(2 L)."""
+    rng = np.random.default_rng(seed)
+    params = Parameters(config)
+    for name, view in params.views.items():
+        if name.endswith("_w") and name.startswith("ln"):
+            view[...] = 1.0
+        elif name in ("tok_emb", "pos_emb") or name.endswith("_w"):
+            view[...] = 0.02 * rng.standard_normal(view.shape)
+    for name in ("proj_w", "fc2_w"):
+        params.views[name] /= math.sqrt(2.0 * config.layers)
+    return params
+
+
+class Batch(NamedTuple):
+    tokens: np.ndarray
+    targets: np.ndarray
+
+
+def make_batches(config: Config, count: int, seed: int = 1) -> list[Batch]:
+    """`count` batches of a noisy counting language: token t + 1 (mod vocab) follows t, except where a
+    random token replaces it, so that the loss has something to learn; targets are the next tokens."""
+    rng = np.random.default_rng(seed)
+    batches = []
+    for _ in range(count):
+        start = rng.integers(0, config.vocab, (config.batch, 1))
+        text = (start + np.arange(config.seq + 1)) % config.vocab
+        noise = rng.random(text.shape) < 0.2
+        text[noise] = rng.integers(0, config.vocab, int(noise.sum()))
+        batches.append(Batch(np.ascontiguousarray(text[:, :-1]), np.ascontiguousarray(text[:, 1:])))
+    return batches
+
+
+def check_batch(config: Config, batch: Batch) -> None:
+    """ValueError unless the batch has the config's shape and every id is in the vocabulary (the kernel does
+    not check its indices)."""
+    for name, ids in zip(("tokens", "targets"), batch):
+        if not isinstance(ids, np.ndarray) or ids.dtype != np.int64 or ids.shape != (config.batch, config.seq):
+            raise ValueError(f"{name} must be an int64 array of shape ({config.batch}, {config.seq})")
+        if ids.size and (ids.min() < 0 or ids.max() >= config.vocab):
+            raise ValueError(f"{name} must hold token ids in [0, {config.vocab})")
+
+
+class Adam(NamedTuple):
+    """Adam's hyperparameters (PyTorch's defaults but the learning rate)."""
+
+    lr: float = 1e-3
+    beta1: float = 0.9
+    beta2: float = 0.999
+    eps: float = 1e-8
+
+
+DEFAULT_ADAM = Adam()
+
+
+class Trainer:
+    """Training by isozyme: the gradient of `transformer_loss` by `iz.autodiff` into one flat gradient, and
+    `adam_step` (or `sgd_step` with `sgd=True`). `loss_kernel` may be `transformer_loss` built with other
+    options (`iz.kernel(fastmath=("reassoc",))(transformer_loss.py_func)`)."""
+
+    def __init__(self, params: Parameters, adam: Adam = DEFAULT_ADAM, sgd: bool = False, backend: str | None = None,
+                 loss_kernel: iz.Kernel | None = None) -> None:
+        self.params, self.adam, self.sgd, self.backend = params, adam, sgd, backend
+        self.loss_kernel = transformer_loss if loss_kernel is None else loss_kernel
+        self.grad = Parameters(params.config)
+        self.m, self.v = np.zeros_like(params.flat), np.zeros_like(params.flat)
+        self.steps = 0
+        config = params.config
+        self._shadowed = [iz.Duplicated(p, g) for p, g in zip(params.arrays(), self.grad.arrays())]
+        self._sizes = (config.heads, config.head_dim)
+        self._update = (sgd_step if sgd else adam_step) if backend is None else \
+            (sgd_step if sgd else adam_step).compile(backend=backend).entry
+
+    def gradient(self, batch: Batch) -> float:
+        """The loss at the current parameters; its gradient is added into `self.grad`."""
+        loss, _ = iz.autodiff(self.loss_kernel, batch.tokens, batch.targets, *self._sizes, *self._shadowed,
+                              backend=self.backend)
+        return loss
+
+    def step(self, batch: Batch) -> float:
+        """One training step on `batch` (unchecked: `check_batch`); the loss before it."""
+        loss = self.gradient(batch)
+        self.steps += 1
+        if self.sgd:
+            self._update(self.params.flat, self.grad.flat, self.adam.lr)
+        else:
+            a = self.adam
+            self._update(self.params.flat, self.grad.flat, self.m, self.v, a.lr, a.beta1, a.beta2, a.eps,
+                         self.steps)
+        return loss
+
+
+# --- the same model in PyTorch ----------------------------------------------------------------------------
+
+def torch_loss(params: dict, tokens, targets, heads: int):
+    """`transformer_loss` in PyTorch (tensors in `params` by name, shaped as `Config.shapes` says)."""
+    import torch
+    import torch.nn.functional as functional
+
+    p = params
+    B, S = tokens.shape
+    d = p["tok_emb"].shape[1]
+    head_dim = d // heads
+    x = p["tok_emb"][tokens] + p["pos_emb"][:S]
+    mask = torch.ones(S, S, dtype=torch.bool, device=x.device).tril()
+    for layer in range(p["attn_w"].shape[0]):
+        a = functional.layer_norm(x, (d,), p["ln1_w"][layer], p["ln1_b"][layer], LN_EPS)
+        q, k, v = (a @ p["attn_w"][layer].T + p["attn_b"][layer]).split(d, dim=-1)
+        q, k, v = (t.view(B, S, heads, head_dim).transpose(1, 2) for t in (q, k, v))
+        scores = (q @ k.transpose(-1, -2)) / math.sqrt(head_dim)
+        attended = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1) @ v
+        x = x + attended.transpose(1, 2).reshape(B, S, d) @ p["proj_w"][layer].T + p["proj_b"][layer]
+        a = functional.layer_norm(x, (d,), p["ln2_w"][layer], p["ln2_b"][layer], LN_EPS)
+        hidden = functional.gelu(a @ p["fc1_w"][layer].T + p["fc1_b"][layer])
+        x = x + hidden @ p["fc2_w"][layer].T + p["fc2_b"][layer]
+    x = functional.layer_norm(x, (d,), p["lnf_w"][0], p["lnf_b"][0], LN_EPS)
+    logits = x @ p["head_w"].T + p["head_b"]
+    return functional.cross_entropy(logits.reshape(B * S, -1), targets.reshape(-1))
+
+
+class TorchTrainer:
+    """Training the same model with PyTorch: `torch_loss` (or `torch.compile` of it, `compile=True`),
+    `backward`, and `torch.optim.Adam` (or SGD) with the same hyperparameters, f64, from `params`."""
+
+    def __init__(self, params: Parameters, adam: Adam = DEFAULT_ADAM, sgd: bool = False, compile: bool = False,
+                 device: str = "cpu") -> None:
+        import torch
+
+        self.torch = torch
+        self.device = device
+        self.heads = params.config.heads
+        self.tensors = {name: torch.tensor(view, dtype=torch.float64, device=device, requires_grad=True)
+                        for name, view in params.views.items()}
+        values = list(self.tensors.values())
+        self.optimizer = torch.optim.SGD(values, lr=adam.lr) if sgd else \
+            torch.optim.Adam(values, lr=adam.lr, betas=(adam.beta1, adam.beta2), eps=adam.eps)
+        self.loss = torch.compile(torch_loss) if compile else torch_loss
+
+    def batch(self, batch: Batch) -> tuple:
+        """The batch as tensors on the device (outside the timed step)."""
+        return tuple(self.torch.from_numpy(ids).to(self.device) for ids in batch)
+
+    def step(self, tokens, targets) -> float:
+        """One training step on a batch made by `batch`; the loss before it."""
+        self.optimizer.zero_grad(set_to_none=True)
+        loss = self.loss(self.tensors, tokens, targets, self.heads)
+        loss.backward()
+        self.optimizer.step()
+        return loss.detach()
+
+
+def main() -> None:
+    config = Config(vocab=32, d_model=16, heads=2, layers=2, hidden=64, seq=16, batch=4)
+    params = init_parameters(config)
+    batches = make_batches(config, 20)
+    trainer = Trainer(params.copy(), Adam(lr=1e-2))
+    losses = [trainer.step(batch) for batch in batches]
+    try:
+        reference = TorchTrainer(params.copy(), Adam(lr=1e-2))
+    except ImportError:
+        reference = None
+    for step, loss in enumerate(losses):
+        line = f"step {step:2d}: loss {loss:.12f}"
+        if reference is not None:
+            expected = float(reference.step(*reference.batch(batches[step])))
+            line += f"  torch {expected:.12f}  relative difference {abs(loss - expected) / expected:.1e}"
+        print(line)
+
+
+if __name__ == "__main__":
+    main()
