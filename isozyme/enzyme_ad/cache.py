@@ -174,12 +174,15 @@ class PrimalValues(PrimalAvailability):
     def _triangular_index(self, index: TriangularIndex, context: ReverseContext, builder: Builder,
                           name: str | None) -> Value:
         """start + step * (col * (D - a) - col * (col - 1) / 2) in the iteration col of the column loop (its
-        trip count after it): the packed triangle's index, recomputed (`triangular_index.py`)."""
+        trip count after it): the packed triangle's index, recomputed (`triangular_index.py`), as
+        col * (2 (D - a) + 1 - col) / 2, whose product is even (one of col and 2 (D - a) + 1 - col is) and
+        whose first factor is loop-invariant (hoisted): four ops per column."""
         col = context.counters.get(index.loop) or self.lookup(self.frames[index.loop].trip, context, builder)  # type: ignore[arg-type]
-        rows = builder.isub(self.lookup(index.bound, context, builder), index.offset)
-        pairs = builder.ashr(builder.imul(col, builder.isub(col, 1)), 1)  # col * (col - 1) >= 0 is even
-        added = builder.isub(builder.imul(col, rows), pairs)
-        return builder.iadd(self.lookup(index.start, context, builder), builder.imul(added, index.step), name=name)
+        odd = builder.iadd(builder.imul(self.lookup(index.bound, context, builder), 2), 1 - 2 * index.offset)
+        added = builder.ashr(builder.imul(col, builder.isub(odd, col)), 1)
+        if not (isinstance(index.step, Constant) and index.step.value == 1):
+            added = builder.imul(added, index.step)
+        return builder.iadd(self.lookup(index.start, context, builder), added, name=name)
 
     def _stored_value(self, load: Instruction, store: Instruction, loop: Loop, context: ReverseContext,
                       builder: Builder) -> Value:
