@@ -897,6 +897,120 @@ def local_passed_to_helper(x: Array[f64], a: f64, rounds: i64) -> f64:
     return s
 
 
+@case("dup dup", lambda rng: (uniform(rng, -1.0, 1.0, (3, 4)), uniform(rng, -1.0, 1.0, 4)))
+@iz.kernel
+def centred_scratch(x: Array[f64, 2], m: Array[f64]) -> f64:
+    # GMM's centred point: a scratch row rewritten for every i, read by two later loops of the same trip
+    # count; the reverse recomputes x[i, j] - m[j] for both reads instead of taping them (cache.py, way 3)
+    n, d = x.shape[0], x.shape[1]
+    xc = iz.empty(d, f64)
+    s = 0.0
+    for i in range(n):
+        for j in range(d):
+            xc[j] = x[i, j] - m[j]
+        for j in range(d):
+            s += xc[j] * xc[j] * xc[j]
+        for col in range(d):
+            for row in range(col + 1, d):
+                s += iz.sin(xc[col]) * x[i, row]
+    return s
+
+
+@case("dup dup const", lambda rng: (uniform(rng, -1.0, 1.0, 15), uniform(rng, -1.0, 1.0, 5), 2))
+@iz.kernel
+def packed_triangles(icf: Array[f64], x: Array[f64], reps: i64) -> f64:
+    # packed triangles walked by running indices: those of range(col + 1, d) and range(col, d) are recomputed
+    # from the column counter (triangular_index.py); that of range(col + 2, d), whose row count clips at
+    # zero in the last column, is taped once per column
+    d = len(x)
+    s = 0.0
+    for _ in range(reps):
+        idx = 0
+        for col in range(d):
+            for row in range(col + 1, d):
+                s += icf[idx] * x[col] * x[row]
+                idx += 1
+        jdx = 0
+        for col in range(d):
+            for row in range(col, d):
+                s += icf[jdx] * x[row] * x[row] * x[col]
+                jdx += 1
+        kdx = 1
+        for col in range(d):
+            for row in range(col + 2, d):
+                s += icf[kdx] * iz.sin(x[col] * x[row])
+                kdx += 2
+    return s
+
+
+@case("dup", lambda rng: (uniform(rng, -1.0, 1.0, (3, 4)),))
+@iz.kernel
+def exp_scratch_read_twice(x: Array[f64, 2]) -> f64:
+    # the stored value is expensive: one tape of exp(x[i, j]) serves both reads of e
+    n, d = x.shape[0], x.shape[1]
+    e = iz.empty(d, f64)
+    s = 0.0
+    for i in range(n):
+        for j in range(d):
+            e[j] = iz.exp(x[i, j])
+        for j in range(d):
+            s += e[j] * e[j]
+        for j in range(d):
+            s += iz.sin(e[j])
+    return s
+
+
+@case("dup", lambda rng: (uniform(rng, -1.0, 1.0, (3, 4)),))
+@iz.kernel
+def scratch_in_a_while_loop(x: Array[f64, 2]) -> f64:
+    # the loop around the filling loop has no trip count when the kernel starts: exp(x[i, j]) would need a
+    # stack tape, whose top is the last j's, so the reads of e keep tapes of their own
+    n, d = x.shape[0], x.shape[1]
+    e = iz.empty(d, f64)
+    s = 0.0
+    i = 0
+    while i < n and s < 100.0:  # s stays below 40 (n rows), but the count is unknown when it starts
+        for j in range(d):
+            e[j] = iz.exp(x[i, j])
+        for j in range(d):
+            s += iz.sin(e[j]) * e[j]
+        i += 1
+    return s
+
+
+@case("dup", lambda rng: (uniform(rng, -1.0, 1.0, (3, 4)),))
+@iz.kernel
+def scratch_written_twice(x: Array[f64, 2]) -> f64:
+    # a second write to the scratch row between the loop that fills it and the reads: its reads are taped
+    n, d = x.shape[0], x.shape[1]
+    t = iz.empty(d, f64)
+    s = 0.0
+    for i in range(n):
+        for j in range(d):
+            t[j] = x[i, j] * x[i, j]
+        t[d - 1] = 2.0 * x[i, 0]
+        for j in range(d):
+            s += t[j] * t[j] * x[i, j]
+    return s
+
+
+@case("dup const", lambda rng: (uniform(rng, -1.0, 1.0, (3, 4)), 0.25))
+@iz.kernel
+def scratch_filled_until_break(x: Array[f64, 2], stop: f64) -> f64:
+    # the loop that fills the scratch row may leave early: its reads are taped
+    n, d = x.shape[0], x.shape[1]
+    t = iz.zeros(d, f64)
+    s = 0.0
+    for i in range(n):
+        for j in range(d):
+            t[j] = x[i, j] * x[i, j]
+            if j == 2 and stop > 1.0:
+                break
+        for j in range(d):
+            s += t[j] * t[j] * x[i, j]
+    return s
+
+
 # --- loops of unknown trip count, local arrays in loops and branches ----------------------------------------
 
 

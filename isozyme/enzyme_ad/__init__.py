@@ -11,6 +11,7 @@ that layer, which import each other not at all; each module imports only modules
   `reverse`: reverse mode, `diffe_<f>`: the forward pass, adjoint blocks and the reverse sweep
 - `cache`: the cache (tape) planner's rewrite: primal lookups, indexed and stack tapes
 - `primal_availability`: which primal values the reverse pass has without a tape; a tape's dimensions
+- `triangular_index`: a packed triangle's running index as a closed form of its column counter
 - `prepare`: the primal in the shape AD needs (inlining, one return, loop counters `LoopFrame`)
 - `custom`: custom derivative rules and split mode (`augmented_<f>`/`reverse_<f>`)
 - `activity`: activity analysis: which values and which arrays' memory carry derivatives

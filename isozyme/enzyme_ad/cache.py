@@ -71,6 +71,7 @@ from dataclasses import dataclass
 from isozyme.enzyme_ad.errors import DifferentiationError
 from isozyme.enzyme_ad.prepare import LoopFrame
 from isozyme.enzyme_ad.primal_availability import PrimalAvailability, ReverseContext, loops_around
+from isozyme.enzyme_ad.triangular_index import TriangularIndex
 from isozyme.ssa.builder import Builder
 from isozyme.ssa.dominators import DominatorTree
 from isozyme.ssa.ir import Argument, Block, Constant, Function, Instruction, Phi, SourceLoc, Value
@@ -146,6 +147,9 @@ class PrimalValues(PrimalAvailability):
             if frame.loop in context.counters:
                 return context.counters[frame.loop]
             return self.lookup(frame.trip, context, builder)  # type: ignore[arg-type]
+        triangular = self.triangular(value)
+        if triangular is not None and self._counted_here(triangular.loop, context):
+            return self._triangular_index(triangular, context, builder, value.name)
         induction = self._induction(value)
         if induction is not None and self._counted_here(induction[0], context):
             # start + counter * step; a start that is not at hand is looked up (taped, if it must be, once
@@ -162,7 +166,46 @@ class PrimalValues(PrimalAvailability):
             return builder.load(store.operands[1], *indices, name=value.name)
         if self._cheaper_from_leaves(value, context) or self._reloadable(value, context):
             return self._recompute(value, context, builder)
+        forwarding = self.forwarding_store(value)
+        if forwarding is not None:  # the stored value, in the iteration the load read (way 3)
+            return self._stored_value(value, *forwarding, context, builder)
         return self._load_from_tape(value, context, builder)
+
+    def _triangular_index(self, index: TriangularIndex, context: ReverseContext, builder: Builder,
+                          name: str | None) -> Value:
+        """start + step * (col * (D - a) - col * (col - 1) / 2) in the iteration col of the column loop (its
+        trip count after it): the packed triangle's index, recomputed (`triangular_index.py`), as
+        col * (2 (D - a) + 1 - col) / 2, whose product is even (one of col and 2 (D - a) + 1 - col is) and
+        whose first factor is loop-invariant (hoisted): four ops per column."""
+        col = context.counters.get(index.loop) or self.lookup(self.frames[index.loop].trip, context, builder)  # type: ignore[arg-type]
+        odd = builder.iadd(builder.imul(self.lookup(index.bound, context, builder), 2), 1 - 2 * index.offset)
+        added = builder.ashr(builder.imul(col, builder.isub(odd, col)), 1)
+        if not (isinstance(index.step, Constant) and index.step.value == 1):
+            added = builder.imul(added, index.step)
+        return builder.iadd(self.lookup(index.start, context, builder), added, name=name)
+
+    def _stored_value(self, load: Instruction, store: Instruction, loop: Loop, context: ReverseContext,
+                      builder: Builder) -> Value:
+        """The value `store` wrote in the iteration of `loop` given by `load`'s index, which is what `load`
+        read (`forwarding_store`): looked up in a context where `loop`'s counter is that index and the
+        loops around it have their counters of `context` (the load is in them), so it is recomputed, or
+        taped once per iteration of `loop` for every load that reads it."""
+        outer = loops_around(self.nest, loop.header)[:-1]
+        # a value of `loop`'s body that must be taped needs an indexed tape (a stack's top would be the
+        # last iteration's, not the load's): every loop around it counted when the kernel starts, and none
+        # inside `loop` whose header values it might read
+        if loop.children or any(around not in context.counters for around in outer) \
+                or any(self.frames[around].trip is None or self.in_entry(self.frames[around].trip, around) is None  # type: ignore[arg-type]
+                       for around in [*outer, loop]):
+            return self._load_from_tape(load, context, builder)
+        index = self.lookup(load.operands[1], context, builder)
+        stored_context = ReverseContext(store.block, {**{around: context.counters[around] for around in outer},  # type: ignore[arg-type]
+                                                      loop: index})
+        memo, self._memo = self._memo, {}  # what was looked up at this block is for `context`'s iteration
+        try:
+            return self.lookup(store.operands[0], stored_context, builder)
+        finally:
+            self._memo = memo
 
     def _recompute(self, value: Instruction, context: ReverseContext, builder: Builder) -> Value:
         operands = tuple(operand if operand.type.is_array else self.lookup(operand, context, builder)

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from isozyme.enzyme_ad.prepare import LoopFrame
+from isozyme.enzyme_ad.triangular_index import TriangularIndex, positive_test, same_value, triangular_index
 from isozyme.optimize.memory_effects import array_operands, array_root, call_effects
 from isozyme.ssa.cfg import reachable_from
 from isozyme.ssa.dominators import DominatorTree
@@ -78,6 +79,7 @@ class PrimalAvailability:
             {root: [(inst, inst.block) for inst in insts] for root, insts in writers.items()}
         self.written_roots = None if writers is None else set(writers)
         self._reach: dict[Block, set[Block]] = {}
+        self._triangular: dict[Value, TriangularIndex | None] = {}
 
     def _counted_here(self, loop: Loop, context: ReverseContext) -> bool:
         """Is the iteration of `loop` known where `context` runs: its reverse counter, or its trip count
@@ -116,6 +118,64 @@ class PrimalAvailability:
                     and all(self._index_at_hand(index, context) for index in store.operands[2:]):
                 return store
         return None
+
+    def forwarding_store(self, load: Instruction) -> tuple[Instruction, Loop] | None:
+        """(S, J) when `load`, `A[e]` of a 1-D array, reads what the store S, `A[j] = v`, wrote, with j the
+        counter of the loop J: then the reverse pass can have the load's value as v in the iteration e of J
+        (recomputed, or taped once for all such loads), where a tape of the load's own would hold copies of
+        v (GMM's centred point, `xcentered[j] = x[i, j] - means[k, j]`, read by `qtimesx` in two loops).
+        It holds when
+        - S is the only write to A's root, and runs once in every iteration of J (its block is in J, in no
+          loop inside it, and dominates J's latches), and J leaves only from its header, after its trip
+          count of iterations;
+        - the load is in the loops around J but not in J, and J has run in their iteration whenever the load
+          runs (`_entered_before`), so nothing wrote A since J did;
+        - e is the counter of a loop C of J's trip count and the load is in C's body (not its header, where
+          the counter reaches the trip count): e is an element S wrote.
+        None otherwise."""
+        if load.op is not Op.LOAD or len(load.operands) != 2 or self.writers is None or load.block is None:
+            return None
+        root = array_root(load.operands[0])
+        writers = self.writers.get(root, []) if root is not None else []
+        if len(writers) != 1 or writers[0][0].op is not Op.STORE or len(writers[0][0].operands) != 3:
+            return None
+        store = writers[0][0]
+        stored_frame, read_frame = self.counters.get(store.operands[2]), self.counters.get(load.operands[1])
+        if stored_frame is None or read_frame is None or stored_frame.trip is None \
+                or not same_value(read_frame.trip, stored_frame.trip):
+            return None
+        loop, reader = stored_frame.loop, read_frame.loop
+        stored_in, read_in = store.block, load.block
+        assert stored_in is not None
+        if self.nest.loop_of(stored_in) is not loop or read_in is reader.header or not reader.contains(read_in) \
+                or loop.contains(read_in) or not self._entered_before(loop, stored_frame.trip, read_in) \
+                or not all(self.tree.dominates(stored_in, latch) for latch in loop.latches):
+            return None
+        if loops_around(self.nest, read_in)[:loop.depth - 1] != loops_around(self.nest, loop.header)[:-1]:
+            return None
+        if any(not loop.contains(successor) for block in loop.blocks if block is not loop.header
+               for successor in block.successors):
+            return None  # an exit other than the header's (break, return): maybe fewer iterations
+        return store, loop
+
+    def _entered_before(self, loop: Loop, trip: Value, block: Block) -> bool:
+        """Has `loop` run, in the iteration of the loops around it, whenever `block` runs with `trip` > 0?
+        Yes when its header dominates `block`, or when its guard does: a block, in the same loops, ending
+        in `cbr trip > 0` whose true edge enters the loop (directly or through a preheader)."""
+        if self.tree.dominates(loop.header, block):
+            return True
+        for guard in loop.parent.blocks if loop.parent is not None else self.function.blocks:
+            terminator = guard.terminator
+            if terminator is None or terminator.op is not Op.CBR or self.nest.loop_of(guard) is not loop.parent \
+                    or not self.tree.dominates(guard, block):
+                continue
+            enters = terminator.successors[0]
+            if enters is not loop.header and enters.successors != (loop.header,):
+                continue
+            condition = terminator.operands[0]
+            if isinstance(condition, Instruction) and positive_test(condition, trip):
+                return True
+        return False
 
     def _distinct_per_iteration(self, store: Instruction) -> bool:
         """Does `store` write a different element in every iteration of every loop around it? Each loop
@@ -196,6 +256,11 @@ class PrimalAvailability:
                                                       and self.is_available(frame.trip, context, depth + 1))
         if not isinstance(value, Instruction) or depth >= RECOMPUTE_DEPTH:
             return False
+        triangular = self.triangular(value)
+        if triangular is not None:
+            return self._counted_here(triangular.loop, context) \
+                and self.is_available(triangular.start, context, depth + 1) \
+                and self.is_available(triangular.bound, context, depth + 1)
         induction = self._induction(value)
         if induction is not None:
             loop, start, step = induction
@@ -287,6 +352,12 @@ class PrimalAvailability:
             return None
         iv = induction_variable(loop, value)
         return (loop, iv.start, iv.step) if iv is not None else None
+
+    def triangular(self, value: Value) -> TriangularIndex | None:
+        """`value` as the running index of a packed triangle (`triangular_index.py`), or None."""
+        if value not in self._triangular:
+            self._triangular[value] = triangular_index(value, self.nest, self.frames)
+        return self._triangular[value]
 
     def _same_in_every_iteration(self, value: Instruction, loop: Loop) -> bool:
         """Does the load `value` read the same element, unchanged, in every iteration of `loop` (its array
