@@ -2,6 +2,8 @@
 
     ISOZYME_OPENCL_DEVICE=nvidia python benchmarks/gmm_gpu.py [--sizes 1000x10x25,1000x64x100,100000x10x25]
         [--precisions f64,f32] [--repeats 20] [--peers jax,torch,torch_compile] [--profile] [--json FILE]
+        [--plot FILE.svg]
+    python benchmarks/gmm_gpu.py --from-json FILE --plot FILE.svg      # the plot of an earlier run
 
 ADBench's GMM objective (`examples/gmm.py`), the gradient with respect to alphas, means and icf, at n x d x K.
 Rows, per size and precision (f32 where the peer supports it; isozyme's f32 kernel is `gmm_gpu_kernels.load(f32)`):
@@ -25,7 +27,8 @@ writing everything.
 Compile times: isozyme's first call per kernel and precision (lowering, AD, optimization, OpenCL C, the
 driver's build) with an empty disk cache (`ISOZYME_CACHE_DIR` a fresh folder), and the first call of a new
 process with that cache filled (`--first-call`, run as a subprocess), where only the driver builds.
-`--profile` prints and stores the profile (`iz.profile()`) of one call of each isozyme variant.
+`--profile` prints and stores the profile (`iz.profile()`) of one call of each isozyme variant. `--plot`
+draws the medians as bars per size and precision, on a log scale (the rows whose checks passed).
 """
 
 from __future__ import annotations
@@ -234,6 +237,47 @@ def print_row(row: dict[str, Any]) -> None:
         print(f"  {key:<22} {value:10.3f} ms{ratio}{compile_times}  {verdict} ({check['error']:.1e})", flush=True)
 
 
+COLORS = {"isozyme pairs": "#1f77b4", "isozyme points": "#aec7e8", "jax": "#d62728", "torch_compile": "#2ca02c",
+          "torch": "#98df8a"}
+
+
+def plot(rows: list[dict[str, Any]], path: str) -> None:
+    """Bars of the median ms of each variant (checks passed), a group per size and precision, log scale."""
+    import math
+
+    groups = [(f"n={r['n']} d={r['d']} K={r['K']} {p}", {k.rsplit(" ", 1)[0]: v for k, v in r["ms"].items()
+                                                        if k.endswith(p) and r["checks"][k]["passed"]})
+              for r in rows for p in ("f64", "f32")]
+    groups = [(label, bars) for label, bars in groups if bars]
+    top, height, left, bar = 40, 300, 60, 22
+    lo, hi = -1, max(1, math.ceil(math.log10(max(v for _, bars in groups for v in bars.values()))))
+    width = left + sum(len(bars) * bar + 30 for _, bars in groups) + 20
+
+    def y(ms: float) -> float:
+        return top + height - (math.log10(ms) - lo) / (hi - lo) * height
+    out = [f'<text x="{width / 2}" y="22" text-anchor="middle" font-size="14">GMM gradient on the GPU, median ms '
+           f'(log scale; lower is faster)</text>']
+    for e in range(lo, hi + 1):
+        out.append(f'<line x1="{left}" y1="{y(10**e):.1f}" x2="{width - 20}" y2="{y(10**e):.1f}" stroke="#ddd"/>')
+        out.append(f'<text x="{left - 6}" y="{y(10**e) + 4:.1f}" text-anchor="end" font-size="11">{10**e:g}</text>')
+    x = left + 10
+    for label, bars in groups:
+        start = x
+        for name, ms in bars.items():
+            out.append(f'<rect x="{x}" y="{y(ms):.1f}" width="{bar - 2}" height="{top + height - y(ms):.1f}" '
+                       f'fill="{COLORS.get(name, "#777")}"><title>{name}: {ms:.3f} ms</title></rect>')
+            x += bar
+        out.append(f'<text x="{(start + x) / 2:.1f}" y="{top + height + 16}" text-anchor="middle" font-size="10">'
+                   f'{label}</text>')
+        x += 30
+    for i, (name, color) in enumerate(COLORS.items()):
+        out.append(f'<rect x="{left + 150 * i}" y="{top + height + 34}" width="12" height="12" fill="{color}"/>')
+        out.append(f'<text x="{left + 150 * i + 18}" y="{top + height + 45}" font-size="12">{name}</text>')
+    Path(path).write_text(f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{top + height + 60}" '
+                          f'font-family="sans-serif">\n<rect width="100%" height="100%" fill="white"/>\n'
+                          + "\n".join(out) + "\n</svg>\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="1000x10x25,1000x64x100,100000x10x25", help="comma-separated n x d x K")
@@ -242,8 +286,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--json", metavar="FILE")
+    parser.add_argument("--plot", metavar="FILE.svg")
+    parser.add_argument("--from-json", metavar="FILE", help="plot the rows of an earlier run's JSON")
     parser.add_argument("--first-call", nargs=3, metavar=("SIZE", "PRECISION", "VARIANT"), help=argparse.SUPPRESS)
     options = parser.parse_args(argv)
+    if options.from_json:
+        if options.plot:
+            plot(json.loads(Path(options.from_json).read_text())["rows"], options.plot)
+        return 0
     if options.first_call:
         size, precision, variant = options.first_call
         n, d, K = map(int, size.split("x"))
@@ -262,6 +312,8 @@ def main(argv: list[str] | None = None) -> int:
     if options.json:
         Path(options.json).write_text(json.dumps({"device": device().name, "passed": all(c.passed for c in checks),
                                                   "rows": rows}, indent=1))
+    if options.plot:
+        plot(rows, options.plot)
     return exit_status(checks, "gmm_gpu.py")
 
 

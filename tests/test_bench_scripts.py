@@ -303,3 +303,35 @@ def test_transformer_training_checks_every_loss_curve(tmp_path: Path, monkeypatc
     row = json.loads((tmp_path / "bad.json").read_text())["rows"][0]
     assert row["check"]["passed"] is False and row["variants"]["isozyme"]["check"]["passed"] is False
     assert row["variants"]["torch.compile"]["check"]["passed"] is True
+
+
+# --- gmm_gpu.py ------------------------------------------------------------------------------------------------
+
+@needs_opencl
+def test_gmm_gpu_runs_and_fails_on_a_wrong_gradient(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import gmm_gpu
+
+    output, picture = tmp_path / "gmm_gpu.json", tmp_path / "gmm_gpu.svg"
+    tiny = ["--sizes", "30x3x4", "--precisions", "f64,f32", "--peers", "", "--repeats", "2", "--json", str(output),
+            "--plot", str(picture)]
+    assert gmm_gpu.main(tiny) == 0
+    report = json.loads(output.read_text())
+    assert report["passed"] is True and set(report["rows"][0]["ms"]) == {
+        "isozyme pairs f64", "isozyme points f64", "isozyme pairs f32"}
+    assert picture.read_text().count("<rect x=") >= 3
+    made = gmm_gpu.isozyme_variant
+
+    def wrong_in_the_second_call(kernel: iz.Kernel, args: tuple, dtype: type) -> tuple:
+        call, host = made(kernel, args, dtype)
+        perturb = perturb_call(2)
+
+        def perturbed(returned: Any) -> dict:
+            result = host(returned)
+            perturb(result["d_means"])
+            return result
+        return call, perturbed
+    monkeypatch.setattr(gmm_gpu, "isozyme_variant", wrong_in_the_second_call)
+    assert gmm_gpu.main(tiny) == 1
+    checks = json.loads(output.read_text())["rows"][0]["checks"]
+    assert not checks["isozyme pairs f64"]["passed"] and not checks["isozyme points f64"]["passed"]
+    assert checks["isozyme pairs f32"]["passed"]  # 1e-6 of the largest entry is within f32's tolerance
