@@ -369,7 +369,8 @@ class Runner:
         """Launch `kernel`, setting only the arguments that differ from its previous launch: a serial kernel
         is launched again after every request, with the same arguments, and setting some forty of them
         costs more than the launch on a GPU. Buffers are compared by identity, scalars by type and bits (-0.0
-        is not 0.0)."""
+        is not 0.0). The arguments kept keep the previous call's argument buffers alive until the next call
+        replaces them."""
         previous = self.kernel_args.get(kernel)
         if previous is None or len(previous) != len(args):
             kernel.set_args(*args)
