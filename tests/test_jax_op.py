@@ -13,44 +13,11 @@ jax.config.update("jax_enable_x64", True)
 
 import jax.numpy as jnp  # noqa: E402
 from jax.test_util import check_grads  # noqa: E402
+from op_kernels import dense_tanh, dot, gather_scale, scaled_squares  # noqa: E402
 
 import isozyme as iz  # noqa: E402
 import isozyme.jax  # noqa: E402
 from isozyme import Array, f64, i64  # noqa: E402
-
-
-@iz.kernel(boundscheck=True)  # n comes from the caller: an index past x is an IndexError
-def scaled_squares(x: Array[f64], a: f64, n: i64, out: Array[f64]) -> f64:
-    # accumulates into its output, and returns a float too
-    s = 0.0
-    for i in range(n):
-        out[i] += a * x[i] * x[i]
-        s += iz.sin(x[i])
-    return s
-
-
-@iz.kernel
-def dense_tanh(h: Array[f64, 2], x: Array[f64, 2], W: Array[f64, 2], b: Array[f64]):
-    for i in range(x.shape[0]):
-        for j in range(W.shape[0]):
-            s = b[j]
-            for k in range(x.shape[1]):
-                s += x[i, k] * W[j, k]
-            h[i, j] = iz.tanh(s)
-
-
-@iz.kernel
-def gather_scale(out: Array[f64], x: Array[f64], index: Array[i64], scale: f64):
-    for i in range(index.shape[0]):
-        out[i] = scale * x[index[i]]
-
-
-@iz.kernel
-def dot(x: Array[f64], y: Array[f64]) -> f64:
-    s = 0.0
-    for i in range(x.shape[0]):
-        s += x[i] * y[i]
-    return s
 
 
 @iz.kernel
