@@ -86,8 +86,9 @@ def test_calls_on_other_arrays_see_their_own_arguments():
 
 
 def test_repeated_gradients_with_large_zeroed_shadows_match_llvm():
-    """The gradient's shadow of `t` is a zeroed array of n > SERIAL_CLEAR_LIMIT elements: cleared by the
-    host in every call, or the second gradient would add the first one's adjoints."""
+    """The gradient's shadow of `t` is a zeroed array of n > SERIAL_CLEAR_LIMIT elements, in buffers the
+    calls after the first reuse: every call's gradient equals `llvm`'s. (The reverse pass leaves that
+    shadow zero, so this does not isolate the clearing: the histogram tests above do.)"""
     n = 3 * SERIAL_CLEAR_LIMIT
     x = np.random.default_rng(4).random(n)
     on_cpu = iz.kernel(smooth, backend="llvm")
