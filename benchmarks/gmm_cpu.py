@@ -11,6 +11,8 @@ after a warm-up call that compiles (half as many at d=64):
 - `isozyme prange`: the objective with a `prange` over the points (`benchmarks/opencl_gpu.py`), on the
   thread pool (`iz.get_num_threads()` threads: the CPUs this process may use);
 - `isozyme prange reassoc`: both;
+- `isozyme by component`: `examples/gmm.py`'s `gmm_objective_by_component`, the loops swapped (a `prange` over
+  the components, the points inside), strict IEEE; `isozyme by component reassoc`: the same with reassoc;
 - `jax`: ADBench's JAX formulation, `jax.jit(jax.grad(...))` (`isozyme/benchmark_suite/peer_jax.py`), when JAX is
   installed (it uses the same CPUs; run under `taskset` to compare on fewer).
 
@@ -43,7 +45,7 @@ STRICT, REORDERED = 1e-12, 1e-9
 
 def variants(d: int, K: int, n: int) -> tuple[tuple, dict[str, tuple[Callable[[], tuple], float]]]:
     """The arguments and, per variant, its call (the gradients in alphas, means, icf) and tolerance."""
-    from gmm import gmm_objective  # examples/gmm.py
+    from gmm import gmm_objective, gmm_objective_by_component  # examples/gmm.py
     from opencl_gpu import gmm_prange
 
     from isozyme.benchmark_suite.gmm import make_args
@@ -54,7 +56,10 @@ def variants(d: int, K: int, n: int) -> tuple[tuple, dict[str, tuple[Callable[[]
             ("isozyme", gmm_objective, STRICT),
             ("isozyme reassoc", iz.kernel(fastmath=("reassoc",))(gmm_objective.py_func), REORDERED),
             ("isozyme prange", gmm_prange, STRICT),
-            ("isozyme prange reassoc", iz.kernel(fastmath=("reassoc",))(gmm_prange.py_func), REORDERED)):
+            ("isozyme prange reassoc", iz.kernel(fastmath=("reassoc",))(gmm_prange.py_func), REORDERED),
+            ("isozyme by component", gmm_objective_by_component, REORDERED),
+            ("isozyme by component reassoc", iz.kernel(fastmath=("reassoc",))(gmm_objective_by_component.py_func),
+             REORDERED)):
         gradient = iz.grad(kernel, argnums=(0, 1, 2))
         table[name] = ((lambda gradient=gradient: tuple(gradient(*args))), tolerance)
     try:

@@ -1349,6 +1349,8 @@ add_case("example_heat", heat.heat, "dup active const", lambda rng: (uniform(rng
 add_case("example_euler", euler.euler, "dup active const active active",
          lambda rng: (_euler_state(rng), scalar(rng, 0.01, 0.05), 3, scalar(rng, 0.5, 1.5), scalar(rng, 0.05, 0.2)))
 add_case("example_gmm_objective", gmm.gmm_objective, "dup dup dup const active const active", _gmm_args)
+add_case("example_gmm_by_component", gmm.gmm_objective_by_component, "dup dup dup const active const active",
+         _gmm_args)
 add_case("example_dot", dot.dot, "dup dup", lambda rng: (uniform(rng, -1.0, 1.0, 7), uniform(rng, -1.0, 1.0, 7)))
 add_case("example_mag", norm.mag, "dup const", lambda rng: (uniform(rng, 0.1, 1.0, 7), 7))
 add_case("example_norm", norm.norm, "dup dup const",

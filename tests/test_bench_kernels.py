@@ -161,6 +161,7 @@ def test_lstm_gradient_matches_adbench(lstm_test_args: tuple, opt: str) -> None:
 
 SMALL = {
     "norm": {"n": 7}, "relu3": {"n": 12}, "gmm": {"d": 3, "K": 4, "n": 6}, "gmm_reassoc": {"d": 3, "K": 4, "n": 6},
+    "gmm_by_component": {"d": 3, "K": 4, "n": 6},
     "lstm": {"l": 2, "c": 6, "b": 5},
     "ode_euler": {"iters": 25, "n": 3}, "ode_rk4": {"iters": 25, "n": 3}, "fft": {"n": 16},
     "brusselator": {"N": 6, "jitter": 0.1}, "mlp": {"width": 5, "steps": 7, "batch": 3},
@@ -313,8 +314,9 @@ def test_sizes_are_the_issues() -> None:
 EXAMPLE_COPIES = {
     "norm": ("norm", ("mag", "norm")),
     "relu3": ("relu3", ("relu3_sum",)),
-    "gmm": ("gmm_kernels", ("logsumexp", "sqnorm", "qtimesx", "log_wishart_prior", "gmm_objective", "HALF_LOG_2PI",
-                            "log_gamma_distrib", "GMMInput", "gmm_data", "_logsumexp_numpy", "gmm_objective_numpy")),
+    "gmm": ("gmm_kernels", ("logsumexp", "sqnorm", "qtimesx", "log_wishart_prior", "gmm_objective",
+                            "gmm_objective_by_component", "HALF_LOG_2PI", "log_gamma_distrib", "GMMInput", "gmm_data",
+                            "_logsumexp_numpy", "gmm_objective_numpy")),
 }
 """example -> (suite module, the names it copies from the example): the suite ships inside the package, so it
 holds copies of the examples' kernels (and GMM's data and numpy reference), which must stay the same code."""

@@ -9,7 +9,8 @@ generator (`gmm_data` of the example) at d in {2, 10, 20, 64}, K in {5, 10, 25, 
 `gmm_reassoc` is the same kernel compiled with `fastmath=("reassoc",)`: LLVM may reorder its sums, which
 vectorizes the reductions (the squared norm, the adjoint summed over a row of Q_k), as XLA reorders JAX's.
 Its row stands beside the strict `gmm` row, at the quick sizes and ADBench's two target sizes (d=10 K=25,
-d=64 K=100), against the same peers.
+d=64 K=100), against the same peers. `gmm_by_component` is `gmm_objective_by_component`, the same objective
+with the components outside (a `prange`, on every core) and the points inside, at the same sizes.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from isozyme.benchmark_suite.gmm_kernels import (
     GMMInput,
     gmm_data,
     gmm_objective,
+    gmm_objective_by_component,
     gmm_objective_numpy,
     log_gamma_distrib,
 )
@@ -85,4 +87,12 @@ BENCHMARK_REASSOC = replace(
            "full": ({"d": 10, "K": 25, "n": 1000}, {"d": 64, "K": 100, "n": 1000})},
     description='the GMM gradient built with fastmath=("reassoc",): sums reordered, as XLA does',
 )
-BENCHMARKS = (BENCHMARK, BENCHMARK_REASSOC)
+BENCHMARK_BY_COMPONENT = replace(
+    BENCHMARK,
+    name="gmm_by_component",
+    kernel=gmm_objective_by_component,
+    sizes=BENCHMARK_REASSOC.sizes,
+    description="the GMM gradient with the loops swapped: a prange over the components, the points inside",
+)
+
+BENCHMARKS = (BENCHMARK, BENCHMARK_REASSOC, BENCHMARK_BY_COMPONENT)

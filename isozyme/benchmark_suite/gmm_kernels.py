@@ -97,6 +97,42 @@ def gmm_objective(alphas: Array[f64], means: Array[f64, 2], icf: Array[f64, 2], 
     return -n * d * HALF_LOG_2PI + slse - n * logsumexp(alphas) + prior
 
 
+@iz.kernel
+def gmm_objective_by_component(alphas: Array[f64], means: Array[f64, 2], icf: Array[f64, 2], x: Array[f64, 2],
+                               wishart_gamma: f64, wishart_m: i64, log_gamma_d: f64) -> f64:
+    # The same objective with the loops in the other order: components outside, in parallel, points inside
+    # (the order of JAX's batched products). Q_k and its adjoint stay in the cache while the points stream
+    # through; each component's adjoints belong to one iteration. logsumexp then runs over each point's row.
+    K, d, n = means.shape[0], means.shape[1], x.shape[0]
+    assert len(alphas) == K and icf.shape[0] == K and icf.shape[1] == d + d * (d - 1) // 2 and x.shape[1] == d
+    qdiag = iz.empty((K, d), f64)
+    sum_qs = iz.empty(K, f64)
+    main_term = iz.empty((n, K), f64)
+    for k in iz.prange(K):
+        s = 0.0
+        for j in range(d):
+            s += icf[k, j]
+            qdiag[k, j] = iz.exp(icf[k, j])
+        sum_qs[k] = s
+        xcentered = iz.empty(d, f64)
+        qxcentered = iz.empty(d, f64)
+        for i in range(n):
+            for j in range(d):
+                xcentered[j] = x[i, j] - means[k, j]
+            qtimesx(qxcentered, qdiag, icf, k, xcentered)
+            main_term[i, k] = alphas[k] + s - 0.5 * sqnorm(qxcentered)
+    slse = 0.0
+    for i in iz.prange(n):
+        mx = main_term[i, 0]  # logsumexp of row i, inline: kernels take no row views
+        for k in range(1, K):
+            mx = max(mx, main_term[i, k])
+        total = 0.0
+        for k in range(K):
+            total += iz.exp(main_term[i, k] - mx)
+        slse += iz.log(total) + mx
+    prior = log_wishart_prior(qdiag, sum_qs, icf, wishart_gamma, wishart_m, log_gamma_d)
+    return -n * d * HALF_LOG_2PI + slse - n * logsumexp(alphas) + prior
+
 def log_gamma_distrib(a: float, p: int) -> float:
     """log Gamma_p(a), the log of the multivariate gamma function:
     p(p-1)/4 log(pi) + sum_{j=1..p} lgamma(a + (1-j)/2)."""

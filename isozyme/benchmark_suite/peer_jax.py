@@ -230,6 +230,7 @@ PEERS: dict[str, JaxPeer] = {
     "relu3": JaxPeer(gradient_of(relu3_loss, 1), lambda args, seeds: (args[0],), (0,)),
     "gmm": JaxPeer(gradient_of(gmm_loss, 3), lambda args, seeds: args, (0, 1, 2)),
     "gmm_reassoc": JaxPeer(gradient_of(gmm_loss, 3), lambda args, seeds: args, (0, 1, 2)),
+    "gmm_by_component": JaxPeer(gradient_of(gmm_loss, 3), lambda args, seeds: args, (0, 1, 2)),
     "ba": JaxPeer(ba_jacobian, lambda args, seeds: args[:5], ("cams", "X", "w", "w_err")),
     "ba_sumsq": JaxPeer(gradient_of(ba_sum_of_squares_loss, 3), lambda args, seeds: args[:5], (0, 1, 2)),
     "lstm": JaxPeer(gradient_of(lstm_loss, 2), lambda args, seeds: args, (0, 1)),

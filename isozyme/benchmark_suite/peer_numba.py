@@ -400,6 +400,7 @@ PEERS: dict[str, tuple[Callable, tuple[int, ...]]] = {
     "relu3": (relu3_sum, ()),
     "gmm": (numba_peers.gmm_objective, ()),
     "gmm_reassoc": (numba_peers.gmm_objective, ()),
+    "gmm_by_component": (numba_peers.gmm_objective, ()),
     "ba": (ba_objective, (5, 6)),
     "ba_sumsq": (ba_sum_of_squares, (5, 6)),
     "lstm": (lstm_objective, ()),

@@ -234,6 +234,7 @@ PEERS: dict[str, TorchPeer] = {
     "relu3": TorchPeer(relu3_loss, lambda args, seeds: (args[0],), (0,)),
     "gmm": TorchPeer(gmm_loss, lambda args, seeds: args, (0, 1, 2)),
     "gmm_reassoc": TorchPeer(gmm_loss, lambda args, seeds: args, (0, 1, 2)),
+    "gmm_by_component": TorchPeer(gmm_loss, lambda args, seeds: args, (0, 1, 2)),
     "ba": TorchPeer(reprojection_errors, lambda args, seeds: args[:5], ("cams", "X", "w", "w_err"),
                     derivative=ba_jacobian),
     "ba_sumsq": TorchPeer(ba_sum_of_squares_loss, lambda args, seeds: args[:5], (0, 1, 2)),
