@@ -13,6 +13,8 @@ after a warm-up call that compiles (half as many at d=64):
 - `isozyme prange reassoc`: both;
 - `isozyme by component`: `examples/gmm.py`'s `gmm_objective_by_component`, the loops swapped (a `prange` over
   the components, the points inside), strict IEEE; `isozyme by component reassoc`: the same with reassoc;
+- `... ftz`: `fastmath=("reassoc", "ftz")`, subnormals flushed to zero as XLA runs JAX on the CPU (at d=64
+  some weights exp(main_k - max) are subnormal, which costs Intel CPUs a microcode assist per operation);
 - `jax`: ADBench's JAX formulation, `jax.jit(jax.grad(...))` (`isozyme/benchmark_suite/peer_jax.py`), when JAX is
   installed (it uses the same CPUs; run under `taskset` to compare on fewer).
 
@@ -59,7 +61,10 @@ def variants(d: int, K: int, n: int) -> tuple[tuple, dict[str, tuple[Callable[[]
             ("isozyme prange reassoc", iz.kernel(fastmath=("reassoc",))(gmm_prange.py_func), REORDERED),
             ("isozyme by component", gmm_objective_by_component, REORDERED),
             ("isozyme by component reassoc", iz.kernel(fastmath=("reassoc",))(gmm_objective_by_component.py_func),
-             REORDERED)):
+             REORDERED),
+            ("isozyme prange reassoc ftz", iz.kernel(fastmath=("reassoc", "ftz"))(gmm_prange.py_func), REORDERED),
+            ("isozyme by component reassoc ftz",
+             iz.kernel(fastmath=("reassoc", "ftz"))(gmm_objective_by_component.py_func), REORDERED)):
         gradient = iz.grad(kernel, argnums=(0, 1, 2))
         table[name] = ((lambda gradient=gradient: tuple(gradient(*args))), tolerance)
     try:

@@ -15,6 +15,10 @@ status and returns without running anything: the runtime then checks the argumen
 the error that names the parameter, or accepting e.g. an array subclass) and calls `__raw`. So the fast
 path only ever decides "certainly valid", never an error.
 
+With "ftz" in the kernel's `fastmath=` (`abi.FP_MODE_FLAGS`), both set the x86-64 MXCSR's FTZ and DAZ bits
+around the kernel's call and put the caller's MXCSR back after it (the thread pool's threads take the
+caller's MXCSR for the tasks of a call: `llvm_thread_pool.py`).
+
 `constants` is a table the runtime builds once per process: `ndarray`'s type object, then the canonical
 dtype object of each scalar type in `DTYPE_SLOTS` order (process addresses, so they are not baked into
 object code that the disk cache keeps).
@@ -22,6 +26,7 @@ object code that the disk cache keeps).
 
 from __future__ import annotations
 
+import platform
 from collections.abc import Callable
 
 from llvmlite import ir
@@ -31,6 +36,12 @@ from isozyme.codegen.llvm_module import ModuleEmitter
 from isozyme.codegen.llvm_types import I1, I8, I32, I64, POINTER, RECORD_POINTER, element_size, register_type
 from isozyme.ssa.ir import Argument, Function
 from isozyme.ssa.types import ArrayType, ScalarType, Type
+
+
+MXCSR_FLUSH = 0x8040
+"""MXCSR's FTZ (bit 15: subnormal results become zero) and DAZ (bit 6: subnormal operands read as zero)."""
+X86_64 = platform.machine().lower() in ("x86_64", "amd64")
+"""The JIT compiles for the process's own CPU (`runtime/llvm_jit.py`), so the host decides."""
 
 
 def c_type(ty: Type) -> ir.Type:
@@ -50,13 +61,13 @@ def emit_entry_points(emitter: ModuleEmitter, entry: Function, writable: frozens
     _name_arguments(raw, entry, ["record"], lambda arg: [arg.name, *(f"{arg.name}.extent{k}" for k in
                                                                    range(arg.type.rank))])
     builder = ir.IRBuilder(raw.append_basic_block("entry"))
-    _call_kernel(builder, kernel, entry, raw.args[0], list(raw.args[1:]), return_type)
+    _call_kernel(emitter, builder, kernel, entry, raw.args[0], list(raw.args[1:]), return_type)
 
     fast_params = [POINTER if isinstance(arg.type, ArrayType) else c_type(arg.type) for arg in entry.args]
     fast = ir.Function(emitter.llvm, ir.FunctionType(return_type, [record_type, POINTER, *fast_params]),
                        f"{emitter.symbol(entry)}__fast")
     _name_arguments(fast, entry, ["record", "constants"], lambda arg: [f"{arg.name}.object"])
-    _FastEntry(fast, entry, writable, return_type).emit(kernel)
+    _FastEntry(emitter, fast, entry, writable, return_type).emit(kernel)
 
 
 def _name_arguments(fn: ir.Function, entry: Function, leading: list[str],
@@ -69,9 +80,10 @@ def _name_arguments(fn: ir.Function, entry: Function, leading: list[str],
         llvm_arg.name = name or "arg"
 
 
-def _call_kernel(b: ir.IRBuilder, kernel: ir.Function, entry: Function, record: ir.Value,
+def _call_kernel(emitter: ModuleEmitter, b: ir.IRBuilder, kernel: ir.Function, entry: Function, record: ir.Value,
                  flat_args: list[ir.Value], return_type: ir.Type) -> None:
-    """Call the kernel on C-typed flat arguments and return its result as a C value."""
+    """Call the kernel on C-typed flat arguments (in the floating-point mode of its options) and return its
+    result as a C value."""
     args: list[ir.Value] = []
     for value, param in zip(flat_args, kernel.args):
         if isinstance(param.type, ir.PointerType) and value.type != param.type:
@@ -79,17 +91,37 @@ def _call_kernel(b: ir.IRBuilder, kernel: ir.Function, entry: Function, record: 
         elif param.type == I1:
             value = b.icmp_unsigned("!=", value, ir.Constant(I8, 0))
         args.append(value)
+    saved = _enter_fp_mode(emitter, b)
     result = b.call(kernel, [*args, record])
+    if saved is not None:
+        b.call(_mxcsr_intrinsic(emitter, "ldmxcsr"), [saved])
     if isinstance(return_type, ir.VoidType):
         b.ret_void()
     else:
         b.ret(b.zext(result, I8) if result.type == I1 else result)
 
 
+def _enter_fp_mode(emitter: ModuleEmitter, b: ir.IRBuilder) -> ir.Value | None:
+    """With "ftz" on x86-64: save the caller's MXCSR in a stack slot (returned), then set FTZ and DAZ."""
+    if "ftz" not in emitter.options.fastmath or not X86_64:
+        return None
+    saved, flushing = b.alloca(I32, name="mxcsr.caller"), b.alloca(I32, name="mxcsr.flush")
+    b.call(_mxcsr_intrinsic(emitter, "stmxcsr"), [b.bitcast(saved, POINTER)])
+    b.store(b.or_(b.load(saved), ir.Constant(I32, MXCSR_FLUSH)), flushing)
+    b.call(_mxcsr_intrinsic(emitter, "ldmxcsr"), [b.bitcast(flushing, POINTER)])
+    return b.bitcast(saved, POINTER)
+
+
+def _mxcsr_intrinsic(emitter: ModuleEmitter, name: str) -> ir.Function:
+    return emitter.declare(f"llvm.x86.sse.{name}", ir.FunctionType(ir.VoidType(), [POINTER]))
+
+
 class _FastEntry:
     """The body of `__fast` (module docstring)."""
 
-    def __init__(self, fn: ir.Function, entry: Function, writable: frozenset[int], return_type: ir.Type) -> None:
+    def __init__(self, emitter: ModuleEmitter, fn: ir.Function, entry: Function, writable: frozenset[int],
+                 return_type: ir.Type) -> None:
+        self.emitter = emitter
         self.fn, self.entry, self.writable, self.return_type = fn, entry, writable, return_type
         self.record, self.constants = fn.args[0], fn.args[1]
         self.b = ir.IRBuilder(fn.append_basic_block("entry"))
@@ -110,7 +142,7 @@ class _FastEntry:
                 overlap = self.b.and_(self.b.icmp_unsigned("<", start_a, end_b),
                                       self.b.icmp_unsigned("<", start_b, end_a))
                 self._continue_if(self.b.not_(overlap), "disjoint")
-        _call_kernel(self.b, kernel, self.entry, self.record, flat, self.return_type)
+        _call_kernel(self.emitter, self.b, kernel, self.entry, self.record, flat, self.return_type)
         self.b.position_at_end(self.slow)
         self.b.store(ir.Constant(I64, NEEDS_CHECKED_CALL), self.record)
         if isinstance(self.return_type, ir.VoidType):

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 
 from llvmlite import ir
 
-from isozyme.codegen.abi import CodegenError
+from isozyme.codegen.abi import CodegenError, instruction_flags
 from isozyme.codegen.error_sites import ErrorSite, register_site
 from isozyme.codegen.llvm_alias_scopes import ArenaScopes
 from isozyme.codegen.llvm_arena_cache import ArenaCache
@@ -42,7 +42,7 @@ class FunctionEmitter:
         self.lowerings = lowerings
         self.llvm_fn = llvm_fn or module.functions[function]
         self.record = self.llvm_fn.args[-1]
-        self.fmf = module.options.fastmath
+        self.fmf = instruction_flags(module.options.fastmath)
         self.arena_scopes = ArenaScopes(module.llvm, function, module.symbol(function))
         """Alias scopes that tell the arena's slots apart (`llvm_alias_scopes.py`): `tag` each access."""
         self.values: dict[Value, ir.Value] = {}

@@ -11,6 +11,10 @@ writes into the kernel module's `parallel` slot (`llvm_parallel.py`); the state'
 what a kernel reads: the address of `run`, the thread count (the most tasks a loop is split into) and the
 least work worth a task (`TASK_WORK`).
 
+On x86-64 a job carries the caller's floating-point control word (MXCSR: rounding, and the FTZ/DAZ bits a
+kernel compiled with `fastmath=("ftz",)` sets), which each thread loads before it runs the job's tasks, so
+a task computes in the caller's mode whichever thread runs it.
+
 `run` posts the job to the pool's threads (started on first use, and more when the count grows; never
 stopped: they wait on a condition variable between jobs) and takes part itself: every participant claims
 the next task number until none is left, and `run` returns once every task has completed (a count of
@@ -38,7 +42,7 @@ SYNC_BYTES = 128
 """Room for a `pthread_mutex_t` or `pthread_cond_t` (40 and 48 bytes on Linux x86-64, 64 on macOS)."""
 
 STATE_FIELDS = ("run", "threads", "task_work", "mutex", "wake", "done", "generation", "started", "job_task",
-                "job_context", "job_tasks", "claim", "completed", "busy", "spawn_generation")
+                "job_context", "job_tasks", "claim", "completed", "busy", "spawn_generation", "job_mxcsr")
 """The fields of the pool's state, in order: `run`'s address, the thread count and the least work worth a
 task come first (a kernel reads them), the synchronization buffers, then the job."""
 
@@ -59,6 +63,8 @@ spin-wait hint between polls, tens to a couple of hundred microseconds, so that 
 SPIN_HINTS = {"x86_64": ("@llvm.x86.sse2.pause", ""), "i686": ("@llvm.x86.sse2.pause", ""),
               "aarch64": ("@llvm.aarch64.hint", "i32 1"), "arm64": ("@llvm.aarch64.hint", "i32 1")}
 """The CPU's spin-wait hint per target (x86 `pause`, AArch64 `yield`), as LLVM intrinsics and arguments."""
+FP_CONTROL = ("x86_64",)
+"""Targets whose floating-point control word (MXCSR) the pool hands from the caller to its threads."""
 
 _WORDS = SYNC_BYTES // 8
 
@@ -73,10 +79,16 @@ def pool_ir(triple: str = "") -> str:
     hint = next((hint for arch, hint in SPIN_HINTS.items() if triple.startswith(arch)), None)
     pause = f"call void {hint[0]}({hint[1]})" if hint else "fence seq_cst"
     declare_hint = f"declare void {hint[0]}({hint[1].split()[0] if hint[1] else ''})" if hint else ""
+    fp = any(triple.startswith(arch) for arch in FP_CONTROL)
+    declare_fp = "declare void @llvm.x86.sse.stmxcsr(ptr)\ndeclare void @llvm.x86.sse.ldmxcsr(ptr)" if fp else ""
     sync = f"[{_WORDS} x i64]"
 
     def at(name: str) -> str:
         return f"getelementptr %State, ptr %s, i32 0, i32 {f[name]}"
+
+    def fp_control(op: str) -> str:
+        """The caller's MXCSR into the job (`stmxcsr`), or the job's into this thread's (`ldmxcsr`)."""
+        return f"%fp.slot = {at('job_mxcsr')}\n  call void @llvm.x86.sse.{op}(ptr %fp.slot)\n  " if fp else ""
 
     def spin(label: str, before: str, word: str, condition: str, done: str, sleep: str) -> str:
         """Blocks `label`...: poll the pointer `%word` up to SPIN times (the spin-wait hint between polls)
@@ -95,7 +107,7 @@ def pool_ir(triple: str = "") -> str:
   br label %{label}
 """
     return f"""
-%State = type {{ ptr, i64, i64, {sync}, {sync}, {sync}, i64, i64, ptr, ptr, i64, i64, i64, i64, i64 }}
+%State = type {{ ptr, i64, i64, {sync}, {sync}, {sync}, i64, i64, ptr, ptr, i64, i64, i64, i64, i64, i64 }}
 
 @{STATE_SYMBOL} = global %State zeroinitializer, align 64
 
@@ -109,6 +121,7 @@ declare i32 @pthread_cond_broadcast(ptr)
 declare i32 @pthread_create(ptr, ptr, ptr, ptr)
 declare i32 @pthread_detach(i64)
 {declare_hint}
+{declare_fp}
 
 define ptr @{INIT_SYMBOL}() {{
 entry:
@@ -201,7 +214,7 @@ job.locked:
   %task = load ptr, ptr %task.slot
   %ctx = load ptr, ptr %ctx.slot
   %n = load i64, ptr %n.slot
-  call i32 @pthread_mutex_unlock(ptr %mutex)
+  {fp_control("ldmxcsr")}call i32 @pthread_mutex_unlock(ptr %mutex)
   call void @work(ptr %s, i64 %current, ptr %task, ptr %ctx, i64 %n)
   br label %wait
 }}
@@ -263,7 +276,7 @@ post:
   store ptr %ctx, ptr %ctx.slot
   %n.slot = {at('job_tasks')}
   store i64 %n, ptr %n.slot
-  store atomic i64 0, ptr %completed seq_cst, align 8
+  {fp_control("stmxcsr")}store atomic i64 0, ptr %completed seq_cst, align 8
   %gen = load i64, ptr %generation
   %g = add i64 %gen, 1
   store atomic i64 %g, ptr %generation seq_cst, align 8
