@@ -12,7 +12,11 @@ afterwards); their ratio pre/post; the gradient/primal ratio (post); and the com
 Timing (`interleaved`): every variant is called once first, which compiles it (the disk cache is off for the
 run, so compile times are real) and warms it up; its compile time is that first call less the median of
 the calls that follow. Then the variants of one row take turns, one call at a time, each until it has run
-for at least `--min-time` seconds and 3 calls; the median and the minimum per call are reported. The inputs
+for at least `--min-time` seconds and 3 calls; the median and the minimum per call are reported. A round
+calls the variants in one order and the next round in the reverse order, and pre/post is the median over
+the rounds of the ratio of that round's two calls (`paired_ratio`): a call's neighbour in time is the
+other variant's, so the machine's drift (other work, clock changes) cancels, as it does not in a ratio of
+medians. The inputs
 a call may write, and fresh zero shadows for a gradient, are made before each call, outside the timed
 region. Machines here are shared and noisy: the variants of one row are measured in one interleaved run so
 their ratios are fair.
@@ -51,7 +55,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -73,6 +77,18 @@ class Timing:
     calls: int
     compile: float
     """Seconds the first call took beyond the median: compilation (and first-touch costs)."""
+    samples: tuple[float, ...] = field(default=(), repr=False, compare=False)
+    """Seconds of each timed call, in order: call k was in round k of `interleaved` (not in the JSON)."""
+
+    def as_json(self) -> dict[str, Any]:
+        return {"median": self.median, "min": self.min, "calls": self.calls, "compile": self.compile}
+
+
+def paired_ratio(numerator: Timing, denominator: Timing) -> float:
+    """The median over the rounds both variants ran in of numerator / denominator (module docstring); the
+    ratio of the medians for timings without samples."""
+    pairs = [a / b for a, b in zip(numerator.samples, denominator.samples) if b > 0.0]
+    return statistics.median(pairs) if pairs else numerator.median / denominator.median
 
 
 Compare = Callable[[object], object]
@@ -95,9 +111,11 @@ def interleaved(variants: Mapping[str, Variant], min_time: float, min_calls: int
         if name in checks:
             checks[name](value)
     samples: dict[str, list[float]] = {name: [] for name in variants}
+    turn = 0
     while pending := [name for name in variants
                       if sum(samples[name]) < min_time or len(samples[name]) < min_calls]:
-        for name in pending:
+        turn += 1
+        for name in pending if turn % 2 else reversed(pending):
             prepared = variants[name]()
             start = time.perf_counter()
             value = prepared()
@@ -107,7 +125,7 @@ def interleaved(variants: Mapping[str, Variant], min_time: float, min_calls: int
     timings = {}
     for name, times in samples.items():
         median = statistics.median(times)
-        timings[name] = Timing(median, min(times), len(times), max(0.0, first[name] - median))
+        timings[name] = Timing(median, min(times), len(times), max(0.0, first[name] - median), tuple(times))
     return timings
 
 
@@ -131,8 +149,8 @@ class Row:
 
     @property
     def speedup(self) -> float:
-        """pre/post: how much faster the gradient of the optimized program is."""
-        return self.timings["pre"].median / self.timings["post"].median
+        """pre/post: how much faster the gradient of the optimized program is (`paired_ratio`)."""
+        return paired_ratio(self.timings["pre"], self.timings["post"])
 
     @property
     def ratio(self) -> float:
@@ -376,8 +394,8 @@ def to_json(rows: Sequence[Row], suite: str, backend: str) -> dict[str, Any]:
     return {"suite": suite, "backend": backend, "machine": platform.machine(), "processor": platform.processor(),
             "cpus": os.cpu_count(), "python": platform.python_version(), "passed": all(r.passed for r in rows),
             "rows": [{"benchmark": r.benchmark, "label": r.label, "scale": r.scale, "speedup": r.speedup,
-                      "ratio": r.ratio, "timings": {k: asdict(v) for k, v in r.timings.items()},
-                      "peers": {k: asdict(v) for k, v in r.peers.items()}, "check": checks_json(r.checks),
+                      "ratio": r.ratio, "timings": {k: v.as_json() for k, v in r.timings.items()},
+                      "peers": {k: v.as_json() for k, v in r.peers.items()}, "check": checks_json(r.checks),
                       **({"ir_sizes": r.ir_sizes} if r.ir_sizes else {})}
                      for r in rows]}
 
