@@ -2,7 +2,7 @@
 part 4).
 
     python benchmarks/transformer_training.py [--depths 1,2,3,4] [--steps 100] [--threads N]
-        [--backend llvm|opencl] [--variants strict,reassoc] [--interleave] [--quick] [--json FILE]
+        [--backend llvm|opencl] [--variants strict,reassoc,contract] [--interleave] [--quick] [--json FILE]
 
 The model of `examples/transformer.py` (d_model 64, 4 heads, sequence 64, batch 16, vocabulary 128, MLP
 width 256; `--quick`: a tiny one, 2 layers at most, 5 steps), f64, trained with Adam (lr 1e-3) for
@@ -14,14 +14,16 @@ turns anyway):
 - `isozyme` (`--variants strict`): `transformer_loss` as written (IEEE-strict), its gradient by
   `iz.autodiff` and the update by the `adam_step` kernel, `prange` loops on `--threads` threads;
 - `isozyme reassoc` (`reassoc`): the same kernel built with `fastmath=("reassoc",)`;
+- `isozyme reassoc+contract` (`contract`): with `fastmath=("reassoc", "contract")`, which also lets LLVM fuse
+  a product and a sum into one FMA (as XLA and PyTorch's CPU kernels do);
 - `torch eager`: `examples/transformer.py`'s `torch_loss`, `backward`, `torch.optim.Adam`, on
   `--threads` threads (`torch.set_num_threads`);
 - `torch.compile`: the same with `torch.compile(torch_loss)` (the backward compiled with it by AOTAutograd;
   the optimizer's step is PyTorch's, as in the eager variant).
 
 With `--backend opencl` isozyme runs on `ISOZYME_OPENCL_DEVICE` (its arrays copied in and out on every
-call: numpy arguments) and PyTorch on CUDA when it has a GPU (else on the CPU); `reassoc` is an LLVM
-option and is left out there.
+call: numpy arguments) and PyTorch on CUDA when it has a GPU (else on the CPU); `reassoc` and `contract` are
+LLVM options and are left out there.
 
 Time per step: the median over the steps after the first (which compiles), `perf_counter` around the whole
 step (on CUDA, after a synchronize). Checks, outside the timed region: every variant's loss curve (all the
@@ -57,11 +59,13 @@ QUICK = dict(vocab=16, d_model=16, heads=2, hidden=32, seq=8, batch=2)
 
 
 def loss_kernels(variants: list[str]) -> dict[str, iz.Kernel]:
-    """isozyme's variants by name: the example's kernel, and the same built with reassoc."""
+    """isozyme's variants by name: the example's kernel, and the same built with fast-math flags."""
     from transformer import transformer_loss
 
     kernels = {"strict": ("isozyme", transformer_loss),
-               "reassoc": ("isozyme reassoc", iz.kernel(fastmath=("reassoc",))(transformer_loss.py_func))}
+               "reassoc": ("isozyme reassoc", iz.kernel(fastmath=("reassoc",))(transformer_loss.py_func)),
+               "contract": ("isozyme reassoc+contract",
+                            iz.kernel(fastmath=("reassoc", "contract"))(transformer_loss.py_func))}
     return dict(kernels[variant] for variant in variants)
 
 
@@ -185,7 +189,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
     parser.add_argument("--backend", choices=("llvm", "opencl"), default="llvm")
-    parser.add_argument("--variants", default="strict,reassoc", help="isozyme's: strict, reassoc (llvm only)")
+    parser.add_argument("--variants", default="strict,reassoc,contract",
+                        help="isozyme's: strict, reassoc, contract (the last two llvm only)")
     parser.add_argument("--quick", action="store_true", help="a tiny model, at most 2 layers and 5 steps")
     parser.add_argument("--interleave", action="store_true", help="variants take turns step by step")
     parser.add_argument("--json", metavar="FILE")
@@ -193,9 +198,10 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     depths = [int(depth) for depth in options.depths.split(",")]
-    variants = [v for v in options.variants.split(",") if v and not (options.backend == "opencl" and v == "reassoc")]
-    if any(v not in ("strict", "reassoc") for v in variants) or not variants:
-        parser.error(f"--variants must name strict and/or reassoc, got {options.variants!r}")
+    variants = [v for v in options.variants.split(",")
+                if v and not (options.backend == "opencl" and v in ("reassoc", "contract"))]
+    if any(v not in ("strict", "reassoc", "contract") for v in variants) or not variants:
+        parser.error(f"--variants must name some of strict, reassoc and contract, got {options.variants!r}")
     steps, sizes = (min(options.steps, 5), QUICK) if options.quick else (options.steps, FULL)
     if options.quick:
         depths = [depth for depth in depths if depth <= 2] or [1]

@@ -18,8 +18,8 @@ parameters of the L layers are stacked (`attn_w` is (L, 3d, d): the rows of q, t
 live in one flat vector (`Parameters`), of which the kernel's arguments are views, so one `adam_step` call
 updates everything.
 
-`transformer_loss` is one kernel: each stage (`layer_norm`, `dense`, `causal_attention`, `dense_residual`,
-`dense_gelu`, `cross_entropy`) is a helper kernel, inlined, whose outer loop is a `prange` over the
+`transformer_loss` is one kernel: each stage (`layer_norm`, `dense`, `causal_attention`, `gelu`,
+`cross_entropy`) is a helper kernel, inlined, whose outer loop is a `prange` over the
 sequences of the batch, so each runs on every core (`iz.set_num_threads`) and, on OpenCL, as an NDRange
 kernel. Activations are local arrays with a layer index and the batch index next (`a1[layer, b, s, c]`): each
 element is written once, as a tensor program would, and the reverse pass reads what it needs from them (a
@@ -57,7 +57,7 @@ from typing import NamedTuple
 import numpy as np
 
 import isozyme as iz
-from isozyme import Array, f64, i64
+from isozyme import Array, boolean, f64, i64
 
 LN_EPS = 1e-5
 """LayerNorm's epsilon, PyTorch's default."""
@@ -95,14 +95,42 @@ def layer_norm(out: Array[f64, 4], x: Array[f64, 4], lx: i64, weight: Array[f64,
 
 
 @iz.kernel
-def dense(out: Array[f64, 4], lo: i64, x: Array[f64, 4], W: Array[f64, 3], bias: Array[f64, 2], layer: i64):
-    # out[lo, b, s, o] = bias[layer, o] + W[layer, o, :] . x[layer, b, s, :]
+def dense(out: Array[f64, 4], lo: i64, x: Array[f64, 4], W: Array[f64, 3], bias: Array[f64, 2], layer: i64,
+          residual: Array[f64, 4], with_residual: boolean):
+    # out[lo, b, s, o] = bias[layer, o] + W[layer, o, :] . x[layer, b, s, :] (+ residual[layer, b, s, o]),
+    # four tokens at a time: each weight is loaded once for four products, and the reverse pass adds its
+    # adjoint into the weight's once for four (the weights' adjoints are the traffic of the reverse pass)
+    S = x.shape[2]
     for b in iz.prange(x.shape[1]):
-        for s in range(x.shape[2]):
+        for block in range(S // 4):
+            s = 4 * block
+            for o in range(W.shape[1]):
+                a0 = bias[layer, o]
+                a1 = a0
+                a2 = a0
+                a3 = a0
+                for i in range(W.shape[2]):
+                    w = W[layer, o, i]
+                    a0 += w * x[layer, b, s, i]
+                    a1 += w * x[layer, b, s + 1, i]
+                    a2 += w * x[layer, b, s + 2, i]
+                    a3 += w * x[layer, b, s + 3, i]
+                if with_residual:
+                    a0 += residual[layer, b, s, o]
+                    a1 += residual[layer, b, s + 1, o]
+                    a2 += residual[layer, b, s + 2, o]
+                    a3 += residual[layer, b, s + 3, o]
+                out[lo, b, s, o] = a0
+                out[lo, b, s + 1, o] = a1
+                out[lo, b, s + 2, o] = a2
+                out[lo, b, s + 3, o] = a3
+        for s in range(S - S % 4, S):  # the last S % 4 tokens, one at a time
             for o in range(W.shape[1]):
                 acc = bias[layer, o]
                 for i in range(W.shape[2]):
                     acc += W[layer, o, i] * x[layer, b, s, i]
+                if with_residual:
+                    acc += residual[layer, b, s, o]
                 out[lo, b, s, o] = acc
 
 
@@ -142,29 +170,13 @@ def causal_attention(out: Array[f64, 4], probs: Array[f64, 4], qkv: Array[f64, 4
 
 
 @iz.kernel
-def dense_gelu(act: Array[f64, 4], x: Array[f64, 4], W: Array[f64, 3], bias: Array[f64, 2], layer: i64):
-    # act[layer, b, s, f] = gelu(bias[layer, f] + W[layer, f, :] . x[layer, b, s, :]), the exact (erf) GELU;
-    # the pre-activation is not stored: the reverse pass tapes what it needs of it
-    for b in iz.prange(x.shape[1]):
-        for s in range(x.shape[2]):
-            for f in range(W.shape[1]):
-                acc = bias[layer, f]
-                for i in range(W.shape[2]):
-                    acc += W[layer, f, i] * x[layer, b, s, i]
-                act[layer, b, s, f] = 0.5 * acc * (1.0 + iz.erf(acc * INV_SQRT2))
-
-
-@iz.kernel
-def dense_residual(out: Array[f64, 4], lo: i64, residual: Array[f64, 4], x: Array[f64, 4], W: Array[f64, 3],
-                   bias: Array[f64, 2], layer: i64):
-    # out[lo, b, s, o] = residual[layer, b, s, o] + bias[layer, o] + W[layer, o, :] . x[layer, b, s, :]
-    for b in iz.prange(x.shape[1]):
-        for s in range(x.shape[2]):
-            for o in range(W.shape[1]):
-                acc = bias[layer, o]
-                for i in range(W.shape[2]):
-                    acc += W[layer, o, i] * x[layer, b, s, i]
-                out[lo, b, s, o] = residual[layer, b, s, o] + acc
+def gelu(act: Array[f64, 4], pre: Array[f64, 4], layer: i64):
+    # act[layer, b, s, f] = gelu(pre[layer, b, s, f]), the exact (erf) GELU
+    for b in iz.prange(pre.shape[1]):
+        for s in range(pre.shape[2]):
+            for f in range(pre.shape[3]):
+                z = pre[layer, b, s, f]
+                act[layer, b, s, f] = 0.5 * z * (1.0 + iz.erf(z * INV_SQRT2))
 
 
 @iz.kernel
@@ -209,16 +221,18 @@ def transformer_loss(tokens: Array[i64, 2], targets: Array[i64, 2], heads: i64, 
     att = iz.empty((L, B, S, d), f64)
     mid = iz.empty((L, B, S, d), f64)
     a2 = iz.empty((L, B, S, d), f64)
+    pre = iz.empty((L, B, S, F), f64)
     act = iz.empty((L, B, S, F), f64)
     embed(xs, tokens, tok_emb, pos_emb)
     for layer in range(L):
         layer_norm(a1, xs, layer, ln1_w, ln1_b, layer)
-        dense(qkv, layer, a1, attn_w, attn_b, layer)
+        dense(qkv, layer, a1, attn_w, attn_b, layer, xs, False)
         causal_attention(att, probs, qkv, layer, heads, head_dim)
-        dense_residual(mid, layer, xs, att, proj_w, proj_b, layer)
+        dense(mid, layer, att, proj_w, proj_b, layer, xs, True)
         layer_norm(a2, mid, layer, ln2_w, ln2_b, layer)
-        dense_gelu(act, a2, fc1_w, fc1_b, layer)
-        dense_residual(xs, layer + 1, mid, act, fc2_w, fc2_b, layer)
+        dense(pre, layer, a2, fc1_w, fc1_b, layer, xs, False)
+        gelu(act, pre, layer)
+        dense(xs, layer + 1, act, fc2_w, fc2_b, layer, mid, True)
     final = iz.empty((1, B, S, d), f64)
     layer_norm(final, xs, L, lnf_w, lnf_b, 0)
     logits = iz.empty((B, S, head_w.shape[0]), f64)
