@@ -14,7 +14,9 @@ Every dense layer is `y = x W^T + b` with W stored (out, in), as `torch.nn.Linea
 weights copy one to one into `torch_loss`, the same model in PyTorch, which the tests and
 `benchmarks/transformer_training.py` train (`TorchTrainer`) beside this one, from the same weights on the
 same batches. The
-parameters of the L layers are stacked (`attn_w` is (L, 3d, d): the rows of q, then k, then v); all of them
+parameters of the L layers are stacked (`attn_w` is (L, 3d, d): the rows of q, then k, then v; the final
+LayerNorm's and the head's, of which there is one, have a leading 1, so `dense` computes the logits too
+and the reverse pass adds the head's adjoint once per four tokens); all of them
 live in one flat vector (`Parameters`), of which the kernel's arguments are views, so one `adam_step` call
 updates everything.
 
@@ -180,28 +182,23 @@ def gelu(act: Array[f64, 4], pre: Array[f64, 4], layer: i64):
 
 
 @iz.kernel
-def cross_entropy(logits: Array[f64, 3], x: Array[f64, 4], W: Array[f64, 2], bias: Array[f64],
-                  targets: Array[i64, 2]) -> f64:
-    # mean over tokens of logsumexp(logits[b, s, :]) - logits[b, s, target], logits = x[0] W^T + bias
-    V = W.shape[0]
+def cross_entropy(logits: Array[f64, 4], targets: Array[i64, 2]) -> f64:
+    # mean over tokens of logsumexp(logits[0, b, s, :]) - logits[0, b, s, target]
+    V = logits.shape[3]
     total = 0.0
-    for b in iz.prange(x.shape[1]):
+    for b in iz.prange(logits.shape[1]):
         row = 0.0
-        for s in range(x.shape[2]):
+        for s in range(logits.shape[2]):
             top = -1.0e300
             for o in range(V):
-                acc = bias[o]
-                for i in range(W.shape[1]):
-                    acc += W[o, i] * x[0, b, s, i]
-                logits[b, s, o] = acc
-                top = max(top, acc)
+                top = max(top, logits[0, b, s, o])
             shift = float(math.floor(top))  # an integer: a constant to AD (module docstring)
             z = 0.0
             for o in range(V):
-                z += iz.exp(logits[b, s, o] - shift)
-            row += iz.log(z) + shift - logits[b, s, targets[b, s]]
+                z += iz.exp(logits[0, b, s, o] - shift)
+            row += iz.log(z) + shift - logits[0, b, s, targets[b, s]]
         total += row
-    return total / (x.shape[1] * x.shape[2])
+    return total / (logits.shape[1] * logits.shape[2])
 
 
 @iz.kernel
@@ -210,7 +207,7 @@ def transformer_loss(tokens: Array[i64, 2], targets: Array[i64, 2], heads: i64, 
                      attn_w: Array[f64, 3], attn_b: Array[f64, 2], proj_w: Array[f64, 3], proj_b: Array[f64, 2],
                      ln2_w: Array[f64, 2], ln2_b: Array[f64, 2], fc1_w: Array[f64, 3], fc1_b: Array[f64, 2],
                      fc2_w: Array[f64, 3], fc2_b: Array[f64, 2], lnf_w: Array[f64, 2], lnf_b: Array[f64, 2],
-                     head_w: Array[f64, 2], head_b: Array[f64]) -> f64:
+                     head_w: Array[f64, 3], head_b: Array[f64, 2]) -> f64:
     B, S = tokens.shape[0], tokens.shape[1]
     d, L, F = tok_emb.shape[1], attn_w.shape[0], fc1_w.shape[1]
     assert heads * head_dim == d, "heads * head_dim must equal d_model"
@@ -235,8 +232,9 @@ def transformer_loss(tokens: Array[i64, 2], targets: Array[i64, 2], heads: i64, 
         dense(xs, layer + 1, act, fc2_w, fc2_b, layer, mid, True)
     final = iz.empty((1, B, S, d), f64)
     layer_norm(final, xs, L, lnf_w, lnf_b, 0)
-    logits = iz.empty((B, S, head_w.shape[0]), f64)
-    return cross_entropy(logits, final, head_w, head_b, targets)
+    logits = iz.empty((1, B, S, head_w.shape[1]), f64)
+    dense(logits, 0, final, head_w, head_b, 0, final, False)
+    return cross_entropy(logits, targets)
 
 
 @iz.kernel
@@ -299,7 +297,7 @@ class Config:
         return {"tok_emb": (V, d), "pos_emb": (S, d), "ln1_w": (L, d), "ln1_b": (L, d), "attn_w": (L, 3 * d, d),
                 "attn_b": (L, 3 * d), "proj_w": (L, d, d), "proj_b": (L, d), "ln2_w": (L, d), "ln2_b": (L, d),
                 "fc1_w": (L, F, d), "fc1_b": (L, F), "fc2_w": (L, d, F), "fc2_b": (L, d), "lnf_w": (1, d),
-                "lnf_b": (1, d), "head_w": (V, d), "head_b": (V,)}
+                "lnf_b": (1, d), "head_w": (1, V, d), "head_b": (1, V)}
 
 
 class Parameters:
@@ -445,7 +443,7 @@ def torch_loss(params: dict, tokens, targets, heads: int):
         hidden = functional.gelu(a @ p["fc1_w"][layer].T + p["fc1_b"][layer])
         x = x + hidden @ p["fc2_w"][layer].T + p["fc2_b"][layer]
     x = functional.layer_norm(x, (d,), p["lnf_w"][0], p["lnf_b"][0], LN_EPS)
-    logits = x @ p["head_w"].T + p["head_b"]
+    logits = x @ p["head_w"][0].T + p["head_b"][0]
     return functional.cross_entropy(logits.reshape(B * S, -1), targets.reshape(-1))
 
 
