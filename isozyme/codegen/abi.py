@@ -59,8 +59,8 @@ def instruction_flags(fastmath: tuple[str, ...]) -> tuple[str, ...]:
 
 def fastmath_flags(flags: object) -> tuple[str, ...]:
     """The `fastmath=` of `@iz.kernel` as `CodegenOptions.fastmath`: a flag name or a sequence of them from
-    `FASTMATH_FLAGS` and `FP_MODE_FLAGS`, sorted and without repeats (so that one choice has one cache key); `True` is ("fast",),
-    `False` and `None` are (). Any other name is a ValueError naming it."""
+    `FASTMATH_FLAGS` and `FP_MODE_FLAGS`, sorted and without repeats (so that one choice has one cache key);
+    `True` is ("fast",), `False` and `None` are (). Any other name is a ValueError naming it."""
     if flags is None or flags is False:
         return ()
     if flags is True:

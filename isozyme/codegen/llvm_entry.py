@@ -37,7 +37,6 @@ from isozyme.codegen.llvm_types import I1, I8, I32, I64, POINTER, RECORD_POINTER
 from isozyme.ssa.ir import Argument, Function
 from isozyme.ssa.types import ArrayType, ScalarType, Type
 
-
 MXCSR_FLUSH = 0x8040
 """MXCSR's FTZ (bit 15: subnormal results become zero) and DAZ (bit 6: subnormal operands read as zero)."""
 X86_64 = platform.machine().lower() in ("x86_64", "amd64")
