@@ -385,7 +385,7 @@ def all_operand_types(op: Op) -> list[list[ScalarType]]:
     return [[ty if letter in SHARED_CLASSES else I1 for letter in pattern] for ty in CLASS_TYPES[shared]]
 
 
-@pytest.mark.parametrize("exponent", [1.0, 0.0, -0.0, 2.0, 3.0])
+@pytest.mark.parametrize("exponent", [1.0, 0.0, -0.0])
 @pytest.mark.parametrize("ty", [F32, F64])
 def test_pow_rewrites_are_exact(exponent: float, ty: ScalarType) -> None:
     function = make_function("f", [("x", ty)], ty)
@@ -396,16 +396,15 @@ def test_pow_rewrites_are_exact(exponent: float, ty: ScalarType) -> None:
     assert not any(inst.op is Op.POW for inst in function.instructions())
 
 
-def test_pow_square_and_cube_are_exact_on_random_inputs() -> None:
-    rng = np.random.default_rng(7)
-    samples = np.concatenate([rng.uniform(-10, 10, 300), rng.standard_normal(100) * 1e100])
-    for ty in (F32, F64):
-        for exponent in (2.0, 3.0):
-            function = make_function("f", [("x", ty)], ty)
-            b = Builder(function.add_block())
-            b.ret(b.pow(function.args[0], Constant(ty, exponent)))
-            values = as_type(ty, samples.tolist() + SPECIAL_FLOATS)
-            assert check_pass(function, instcombine, [[v] for v in values])
+@pytest.mark.parametrize("exponent", [2.0, 3.0])
+def test_squares_and_cubes_stay_powers(exponent: float) -> None:
+    """The code generators emit `pow(x, 2.0)` and `pow(x, 3.0)` as products; expanded before AD, the
+    product rule would make their derivative cost more (instcombine's docstring)."""
+    function = make_function("f", [("x", F64)], F64)
+    b = Builder(function.add_block())
+    b.ret(b.pow(function.args[0], Constant(F64, exponent)))
+    instcombine(function)
+    assert [inst.op for inst in function.instructions()] == [Op.POW, Op.RET]
 
 
 def test_commutative_ops_canonicalize_first_and_orderings_swap() -> None:

@@ -47,9 +47,9 @@ DAZ bits, set by the entry points for the call and restored after it, and taken 
 threads for the tasks of the call), as XLA's CPU runtime runs JAX code and as `gcc -ffast-math` programs
 run. Values that would be below 2.2e-308 in f64 (1.2e-38 in f32) become zero; nothing else changes. On
 x86 cores that take a microcode assist for subnormals, each such operation costs about 100 cycles: the
-GMM gradient at d=64, whose weights exp(main_k - max) underflow for far components, ran 3x slower on an
-Intel Xeon. On other architectures, and on `opencl` and `interp`, the flag is accepted and changes nothing
-(subnormals are kept, which is IEEE). "fast" does not include it."""
+GMM gradient at d=64, whose weights exp(main_k - max) underflow for far components, ran 2.4x to 3.3x
+slower on an Intel Xeon (reassoc, strict). On other architectures, and on `opencl` and `interp`, the flag
+is accepted and changes nothing (subnormals are kept, which is IEEE). "fast" does not include it."""
 
 
 def instruction_flags(fastmath: tuple[str, ...]) -> tuple[str, ...]:

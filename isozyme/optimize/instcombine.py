@@ -2,7 +2,7 @@
 
 After instcombine no instruction matches a rule of `RULES` (nor of `FASTMATH_RULES` in a function with the
 `fastmath` flag): commutative ops and orderings have a constant operand on the right only; `x + 0`,
-`x * 1`, `x * 2^k`, `x // 2^k`, `x % 2^k`, `x - x`, `x & x`, `fneg (fneg x)`, `x * 1.0`, `pow(x, 2.0)`,
+`x * 1`, `x * 2^k`, `x // 2^k`, `x % 2^k`, `x - x`, `x & x`, `fneg (fneg x)`, `x * 1.0`, `pow(x, 1.0)`,
 `dim` of an `alloc`, `1.0 / (1.0 + exp(-x))` (to `sigmoid x`), ... are rewritten (the tables list them
 all). Requires verified SSA; keeps it valid.
 Best after const-fold, which folds what has only constant operands; instcombine leaves that to it.
@@ -12,10 +12,14 @@ which no op can observe), with one documented exception. Integers wrap, so `x * 
 Python's floor division and modulo by a positive `2^k` are `ashr x, k` and `and x, 2^k - 1` even for
 negative x. Floats keep signed zeros, infinities and nans: `x - 0.0`, `x + -0.0`, `x * 1.0`, `x / 1.0` are
 `x`, but `x + 0.0` is not (-0.0 + 0.0 is 0.0), nor is `x * 0.0` 0.0 (x may be -1, inf or nan), nor `x - x`
-0.0 (x may be inf or nan), nor `pow(x, 0.5)` `sqrt x` (they differ at -0.0 and -inf). `pow(x, 2.0) ->
-x * x` and `pow(x, 3.0) -> x * x * x` are exact because the IR defines those two powers as the products
-(`semantics.py`); the C library's pow differs from them by an ulp for some inputs (glibc: 0.06% of f64
-inputs for the square, 17% for the cube), so Python's own `x ** 3` may differ from a kernel by an ulp.
+0.0 (x may be inf or nan), nor `pow(x, 0.5)` `sqrt x` (they differ at -0.0 and -inf). `pow(x, 2.0)` and
+`pow(x, 3.0)` stay powers: the IR defines them as the products `x * x` and `(x * x) * x` (`semantics.py`;
+the C library's pow differs from them by an ulp for some inputs, glibc: 0.06% of f64 inputs for the square,
+17% for the cube, so Python's own `x ** 3` may differ from a kernel by an ulp), and both code generators
+emit those products, so expanding them here gains nothing and costs the derivative: reverse mode
+differentiates `pow(x, 3.0)` as `3 x^2` (three products) but `(x * x) * x` by the product rule (four
+products and two sums), which made the gradient of the optimized program slower than that of the
+program as written (the relu3 row of the benchmark suite).
 
 `FASTMATH_RULES` hold the rewrites that are not exact: `x * 0.0 -> 0.0`, `x + 0.0 -> x`, `x - x -> 0.0`.
 They apply only to functions carrying the `fastmath` flag.
@@ -250,15 +254,6 @@ def _power(exponent: float, expand: Callable[[Instruction, Builder], Value]) -> 
     return rule
 
 
-def _square(inst: Instruction, b: Builder) -> Value:
-    x = inst.operands[0]
-    return b.fmul(x, x, name=inst.name)
-
-
-def _cube(inst: Instruction, b: Builder) -> Value:
-    return b.fmul(_square(inst, b), inst.operands[0], name=inst.name)
-
-
 def _sole_use(value: Value, *ops: Op) -> Instruction | None:
     """`value` when it is an instruction of one of `ops` with exactly one use, else None."""
     if isinstance(value, Instruction) and value.op in ops and len(value.uses) == 1:
@@ -334,7 +329,7 @@ RULES: dict[Op, tuple[Rule, ...]] = {
     Op.FMUL: (constant_to_right, _lhs_if_rhs(1.0), _negate_if_rhs(-1.0, Op.FNEG), double_if_times_two),
     Op.FDIV: (_lhs_if_rhs(1.0), _negate_if_rhs(-1.0, Op.FNEG), multiply_by_reciprocal, sigmoid_of_textbook_formula),
     Op.FNEG: (_involution,),
-    Op.POW: (_lhs_if_rhs(1.0), _power(0.0, _one), _power(-0.0, _one), _power(2.0, _square), _power(3.0, _cube)),
+    Op.POW: (_lhs_if_rhs(1.0), _power(0.0, _one), _power(-0.0, _one)),
 }
 """Exact rewrites, tried in order; the first that applies wins. Ops not listed have no identity here."""
 
