@@ -4,12 +4,13 @@
 three parallel loops:
 
 1. `prange` over the components: exp(q_k) and sum(q_k) (a row of `qdiag` and an element of `sum_qs` each);
-2. `prange` over the n * K pairs t = i * K + k (point-major: neighbouring work items add into different
-   rows of the adjoints of `icf` and `means` in the reverse loop, so that their atomic adds do not all
-   queue on one address): main_term[t] = alpha_k + sum(q_k) - ||Q_k (x_i - mu_k)||^2 / 2, with
+2. `prange` over the K * n pairs t = k * n + i (component-major: the 32 work items of a warp share a
+   component, so they read one row of `icf` and `means` (one load for the warp) and, in the reverse loop,
+   add into one element of the adjoints of `icf` and `means` at a time, which a warp sum turns into one
+   atomic add per warp on NVIDIA): main_term[t] = alpha_k + sum(q_k) - ||Q_k (x_i - mu_k)||^2 / 2, with
    Q_k (x_i - mu_k) taken row by row (no scratch array: each row is a dot product with the row of the
    strictly lower part, which `icf` stores column by column);
-3. `prange` over the points: the logsumexp over k of main_term[i * K + k], summed;
+3. `prange` over the points: the logsumexp over k of main_term[k * n + i], summed;
 
 and the Wishart prior as a `prange` over the components with a reduction. Its gradient (isozyme's reverse
 mode) has the same loops in reverse, each parallel: the adjoints of `means` and `icf` (n adds per element)
@@ -55,8 +56,8 @@ def gmm_pairs(alphas: Array[FLOAT], means: Array[FLOAT, 2], icf: Array[FLOAT, 2]
         sum_qs[k] = s
     main_term = iz.empty(n * K, FLOAT)
     for t in iz.prange(n * K):
-        i = t // K
-        k = t - i * K
+        k = t // n
+        i = t - k * n
         norm = 0.0
         for row in range(d):
             v = qdiag[k, row] * (x[i, row] - means[k, row])
@@ -66,12 +67,12 @@ def gmm_pairs(alphas: Array[FLOAT], means: Array[FLOAT, 2], icf: Array[FLOAT, 2]
         main_term[t] = alphas[k] + sum_qs[k] - 0.5 * norm
     slse = 0.0
     for i in iz.prange(n):
-        mx = main_term[i * K]
+        mx = main_term[i]
         for k in range(1, K):
-            mx = max(mx, main_term[i * K + k])
+            mx = max(mx, main_term[k * n + i])
         s = 0.0
         for k in range(K):
-            s += iz.exp(main_term[i * K + k] - mx)
+            s += iz.exp(main_term[k * n + i] - mx)
         slse += iz.log(s) + mx
     amax = alphas[0]
     for k in range(1, K):

@@ -390,3 +390,33 @@ def test_sigmoid_is_the_textbook_formula_bit_for_bit(kernel: Any) -> None:
         expected = _bits(numpy_sigmoid(x, ty))
         assert _bits(float(interp(x))) == expected, x
         assert _bits(float(opencl(x))) == expected, x
+
+
+def test_build_options_choose_the_atomic_adds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """NVIDIA's OpenCL (inline PTX) gets its native atomic adds with warp sums before them, unless
+    ISOZYME_OPENCL_WARP_SUMS=0; another device gets neither; a bad value is refused by name."""
+    from dataclasses import replace
+
+    from isozyme.runtime.opencl_backend import build_options
+
+    nvidia = replace(device(), name="NVIDIA CUDA: a GPU", ptx=True)
+    monkeypatch.delenv("ISOZYME_OPENCL_WARP_SUMS", raising=False)
+    assert "-D IZ_PTX_ATOMICS" in build_options(nvidia) and "IZ_NO_WARP_SUMS" not in build_options(nvidia)
+    monkeypatch.setenv("ISOZYME_OPENCL_WARP_SUMS", "0")
+    assert "-D IZ_PTX_ATOMICS" in build_options(nvidia) and "-D IZ_NO_WARP_SUMS" in build_options(nvidia)
+    assert "IZ_PTX_ATOMICS" not in build_options(replace(nvidia, ptx=False))
+    monkeypatch.setenv("ISOZYME_OPENCL_WARP_SUMS", "yes")
+    with pytest.raises(ValueError, match="ISOZYME_OPENCL_WARP_SUMS"):
+        build_options(nvidia)
+
+
+def test_the_warp_sums_are_in_the_program_source() -> None:
+    """Every program carries the warp sums behind the macros that select them (NVIDIA's compiler sees them)."""
+    source = iz.show_ir(iz.kernel(lambda_free_kernel), "opencl")
+    assert "#if defined(IZ_PTX_ATOMICS) && !defined(IZ_NO_WARP_SUMS)" in source
+    assert "vote.sync.all.pred" in source and "shfl.sync.bfly.b32" in source and "activemask.b32" in source
+
+
+def lambda_free_kernel(y: Array[f64], x: Array[f64]):
+    for i in iz.prange(len(x)):
+        y[i] = x[i]

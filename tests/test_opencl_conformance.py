@@ -123,6 +123,43 @@ def test_prange_gradients_with_many_work_items(kernel: iz.Kernel, make_call: Any
                                                                                     backend)))
 
 
+# --- atomic adds of a warp into one element (warp sums on NVIDIA) --------------------------------------------
+
+
+def _warp_call(kernel: iz.Kernel, dtype: type) -> Callable[[np.random.Generator], list[Any]]:
+    n = WORK_ITEMS
+
+    def make(r: np.random.Generator) -> list[Any]:
+        out = iz.Duplicated(np.zeros(n, dtype), r.normal(size=n).astype(dtype))
+        x = _dup(r.uniform(0.0, 1.0, n).astype(dtype))
+        return [out, x, _dup(r.uniform(0.5, 1.5, -(-n // 64)).astype(dtype))]
+    return make
+
+
+@pytest.mark.parametrize("warp_sums", ["1", "0"])
+@pytest.mark.parametrize("kernel", [parallel.warp_blocks, parallel.warp_scattered, parallel.warp_diverged],
+                         ids=lambda kernel: kernel.__name__)
+def test_atomic_adds_of_a_warp(kernel: iz.Kernel, warp_sums: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reverse `prange` loops whose atomic adds go to one element per warp, to different elements, and from
+    a branch that some lanes take: with warp sums (`ISOZYME_OPENCL_WARP_SUMS`, NVIDIA) and without, every
+    call equals llvm."""
+    monkeypatch.setenv("ISOZYME_OPENCL_WARP_SUMS", warp_sums)
+    kernel = parallel.fresh(kernel)
+    check_repeatedly(kernel.__name__, lambda backend: flat(parallel.prange_gradient(kernel, _warp_call(kernel,
+                                                                                                       np.float64),
+                                                                                    "post", backend)))
+
+
+def test_atomic_adds_of_a_warp_in_f32() -> None:
+    """`warp_blocks` in f32 (the warp sum of floats): opencl within 1e-5 of llvm on every call."""
+    kernel = parallel.fresh(parallel.warp_blocks_f32)
+    expected = flat(parallel.prange_gradient(kernel, _warp_call(kernel, np.float32), "post", "llvm"))
+    for _ in range(repeats()):
+        got = flat(parallel.prange_gradient(kernel, _warp_call(kernel, np.float32), "post", "opencl"))
+        for a, b in zip(got, expected, strict=True):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5 * float(np.abs(b).max(initial=0.0)))
+
+
 # --- the GMM gradient with a prange over the points -----------------------------------------------------
 
 GMM_SIZES = [(1000, 10, 25), (1000, 64, 100), (100_000, 10, 25)] if real_sizes() else [(60, 3, 4), (33, 5, 7)]

@@ -377,6 +377,38 @@ def shared_element(out: Array[f64], x: Array[f64], p: Array[f64]):
 
 
 @iz.kernel
+def warp_blocks(out: Array[f64], x: Array[f64], p: Array[f64]):
+    """The reverse adds into d_p[i // 64]: the 32 lanes of a warp add into one element (warp sums on NVIDIA),
+    into the next one every 64 work items."""
+    for i in iz.prange(len(x)):
+        out[i] = iz.sin(p[i // 64] * x[i])
+
+
+@iz.kernel
+def warp_scattered(out: Array[f64], x: Array[f64], p: Array[f64]):
+    """The reverse adds into d_p[i % 7]: neighbouring lanes add into different elements (no warp sum)."""
+    for i in iz.prange(len(x)):
+        out[i] = p[i % 7] * x[i] * x[i]
+
+
+@iz.kernel
+def warp_diverged(out: Array[f64], x: Array[f64], p: Array[f64]):
+    """The reverse adds into d_p[i // 64] in a branch that some lanes take: a warp is only partly there."""
+    for i in iz.prange(len(x)):
+        if x[i] > 0.5:
+            out[i] = p[i // 64] * x[i]
+        else:
+            out[i] = x[i]
+
+
+@iz.kernel
+def warp_blocks_f32(out: Array[f32], x: Array[f32], p: Array[f32]):
+    """`warp_blocks` in f32."""
+    for i in iz.prange(len(x)):
+        out[i] = p[i // 64] * x[i] * x[i]
+
+
+@iz.kernel
 def stencil_sum(y: Array[f64], x: Array[f64]):
     for i in iz.prange(1, len(x) - 1):
         y[i] = x[i - 1] + 2.0 * x[i] + x[i + 1]

@@ -131,11 +131,57 @@ class OpenCLRenderer(CRenderer):
         return [*super().helpers(), *ATOMIC_HELPERS]
 
 
+WARP_HELPERS = [
+    "#if defined(IZ_PTX_ATOMICS) && !defined(IZ_NO_WARP_SUMS)",
+    "uint iz_lane(void) { uint lane; asm volatile(\"mov.u32 %0, %%laneid;\" : \"=r\"(lane)); return lane; }",
+    "uint iz_shfl_idx0(uint v) {",
+    '  uint r; asm volatile("shfl.sync.idx.b32 %0, %1, 0, 31, -1;" : "=r"(r) : "r"(v)); return r;',
+    "}",
+    "uint iz_shfl_bfly(uint v, uint lanes) {",
+    '  uint r; asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 31, -1;" : "=r"(r) : "r"(v), "r"(lanes)); return r;',
+    "}",
+    "bool iz_warp_same_address(ulong a) {",
+    '  uint mask; asm volatile("activemask.b32 %0;" : "=r"(mask));',
+    "  if (mask != 0xffffffffu) return false;",
+    "  uint lo = (uint)a, hi = (uint)(a >> 32);",
+    "  uint same = (uint)(iz_shfl_idx0(lo) == lo && iz_shfl_idx0(hi) == hi), all;",
+    '  asm volatile("{ .reg .pred p, q; setp.ne.u32 p, %1, 0; vote.sync.all.pred q, p, -1; selp.u32 %0, 1, 0, q; }"',
+    '               : "=r"(all) : "r"(same));',
+    "  return all != 0;",
+    "}",
+    "double iz_warp_sum_double(double v) {",
+    "  for (uint lanes = 16; lanes > 0; lanes >>= 1) {",
+    "    uint2 b = as_uint2(v);",
+    "    v += as_double((uint2)(iz_shfl_bfly(b.x, lanes), iz_shfl_bfly(b.y, lanes)));",
+    "  }",
+    "  return v;",
+    "}",
+    "float iz_warp_sum_float(float v) {",
+    "  for (uint lanes = 16; lanes > 0; lanes >>= 1) v += as_float(iz_shfl_bfly(as_uint(v), lanes));",
+    "  return v;",
+    "}",
+    "#endif",
+]
+"""Warp sums before an atomic add on NVIDIA's OpenCL (`-D IZ_PTX_ATOMICS`): when all 32 lanes of a warp
+are at the same atomic add (`activemask`) and add into one address (its two halves compared with lane 0's
+by `shfl.sync`, agreed by `vote.sync.all`), the warp sums its 32 values with five butterfly shuffles and lane
+0 alone adds the sum, so an element that every work item updates takes one global add per warp instead of
+32. Otherwise (lanes diverged, or different addresses) each lane adds its own value. The `.sync`
+instructions name all 32 lanes only on the path where `activemask` said all 32 are here, so no lane waits
+for one that took another branch. `-D IZ_NO_WARP_SUMS` (`ISOZYME_OPENCL_WARP_SUMS=0`) leaves them out."""
+
 ATOMIC_HELPERS = [
+    *WARP_HELPERS,
     "void iz_atomic_add_double(volatile __global double* p, double v) {",
     "#if defined(__opencl_c_ext_fp64_global_atomic_add)",
     "  atomic_fetch_add_explicit((volatile __global atomic_double*)p, v, memory_order_relaxed, memory_scope_device);",
     "#elif defined(IZ_PTX_ATOMICS)",
+    "#if !defined(IZ_NO_WARP_SUMS)",
+    "  if (iz_warp_same_address((ulong)p)) {",
+    "    v = iz_warp_sum_double(v);",
+    "    if (iz_lane() != 0) return;",
+    "  }",
+    "#endif",
     '  asm volatile("red.global.add.f64 [%0], %1;" :: "l"(p), "d"(v) : "memory");',
     "#else",
     "  volatile __global long* q = (volatile __global long*)p;",
@@ -147,6 +193,12 @@ ATOMIC_HELPERS = [
     "#if defined(__opencl_c_ext_fp32_global_atomic_add)",
     "  atomic_fetch_add_explicit((volatile __global atomic_float*)p, v, memory_order_relaxed, memory_scope_device);",
     "#elif defined(IZ_PTX_ATOMICS)",
+    "#if !defined(IZ_NO_WARP_SUMS)",
+    "  if (iz_warp_same_address((ulong)p)) {",
+    "    v = iz_warp_sum_float(v);",
+    "    if (iz_lane() != 0) return;",
+    "  }",
+    "#endif",
     '  asm volatile("red.global.add.f32 [%0], %1;" :: "l"(p), "f"(v) : "memory");',
     "#else",
     "  volatile __global int* q = (volatile __global int*)p;",

@@ -50,8 +50,10 @@ MAX_TAPED_LEAVES = 2
 """A cheap op whose unavailable operands come from at most this many loads and phis is recomputed from
 them (taped) rather than taped itself."""
 
-RECOMPUTE_DEPTH = 6
-"""How deep a chain of cheap ops is recomputed before the planner tapes its result instead."""
+RECOMPUTE_DEPTH = 12
+"""How deep a chain of cheap ops is recomputed before the planner tapes its result instead. The packed
+triangle's index `d + col * d - col * (col + 1) // 2 + row - col - 1` is 8 ops deep under its load: at 6,
+`icf[k, that]` was taped, a value per (point, row, col), 1.7 GB for GMM's pairs kernel at d=64 K=100."""
 
 
 @dataclass(eq=False)
@@ -246,37 +248,50 @@ class PrimalAvailability:
         block = value.block
         return self.nest.loop_of(block) is None and self.tree.dominates(block, self.return_block)
 
-    def is_available(self, value: Value, context: ReverseContext, depth: int = 0) -> bool:
+    def is_available(self, value: Value, context: ReverseContext) -> bool:
         """Can `value` be had without a tape (ways 1 to 3)?"""
+        return self._available(value, context, 0, {})
+
+    def _available(self, value: Value, context: ReverseContext, depth: int,
+                   memo: dict[tuple[Value, int], bool]) -> bool:
+        """`is_available` at `depth` in a chain of recomputed ops; `memo` holds the answers of this query
+        (an index chain reaches the same operand along many paths: `col * (col + 1)` and `col * d`)."""
+        key = (value, depth)
+        if key not in memo:
+            memo[key] = self._available_here(value, context, depth, memo)
+        return memo[key]
+
+    def _available_here(self, value: Value, context: ReverseContext, depth: int,
+                        memo: dict[tuple[Value, int], bool]) -> bool:
         if isinstance(value, (Argument, Constant)) or self.is_direct(value):
             return True
         frame = self.counters.get(value)
         if frame is not None:
             return frame.loop in context.counters or (frame.trip is not None
-                                                      and self.is_available(frame.trip, context, depth + 1))
+                                                      and self._available(frame.trip, context, depth + 1, memo))
         if not isinstance(value, Instruction) or depth >= RECOMPUTE_DEPTH:
             return False
         triangular = self.triangular(value)
         if triangular is not None:
             return self._counted_here(triangular.loop, context) \
-                and self.is_available(triangular.start, context, depth + 1) \
-                and self.is_available(triangular.bound, context, depth + 1)
+                and self._available(triangular.start, context, depth + 1, memo) \
+                and self._available(triangular.bound, context, depth + 1, memo)
         induction = self._induction(value)
         if induction is not None:
             loop, start, step = induction
             if loop not in context.counters and self.frames[loop].trip is None:
                 return False  # after a loop of unknown trip count: taped
-            return self.is_available(start, context, depth + 1) and self.is_available(step, context, depth + 1)
+            return self._available(start, context, depth + 1, memo) and self._available(step, context, depth + 1, memo)
         if isinstance(value, Phi):
             return False
         if value.op is Op.LOAD:
             if not self.unwritten_after(value) or not self.array_available(value.operands[0]):
                 return False
-            return all(self.is_available(index, context, depth + 1) for index in value.operands[1:])
+            return all(self._available(index, context, depth + 1, memo) for index in value.operands[1:])
         if not is_cheap(value):
             return False
         return all(self.array_available(operand) if operand.type.is_array
-                   else self.is_available(operand, context, depth + 1) for operand in value.operands)
+                   else self._available(operand, context, depth + 1, memo) for operand in value.operands)
 
     def unwritten_after(self, load: Instruction) -> bool:
         """Does memory still hold what `load` read when the reverse pass runs? Yes when no write to its

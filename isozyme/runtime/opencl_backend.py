@@ -71,26 +71,39 @@ BUILD_OPTIONS = "-cl-fp32-correctly-rounded-divide-sqrt"
 """f32 division and sqrt correctly rounded, as in IEEE arithmetic (the interpreter's)."""
 
 
-_PROGRAMS: dict[tuple[str, str], Any] = {}
+_PROGRAMS: dict[tuple[str, str, str], Any] = {}
 
 
 def build(source: str, where: Device) -> Any:
     """The program built from `source` for `where`, cached per source and device."""
-    key = (source, where.name)
+    options = build_options(where)
+    key = (source, where.name, options)
     if key not in _PROGRAMS:
         cl = import_pyopencl()
         with warnings.catch_warnings():  # drivers' notes on generated code (PYOPENCL_COMPILER_OUTPUT=1 shows them)
             warnings.simplefilter("ignore", cl.CompilerWarning)
-            _PROGRAMS[key] = cl.Program(where.context, source).build(options=build_options(where))
+            _PROGRAMS[key] = cl.Program(where.context, source).build(options=options)
     return _PROGRAMS[key]
 
 
 def build_options(where: Device) -> str:
     """`BUILD_OPTIONS`, and OpenCL C 3.0 on a device with `cl_ext_float_atomics`, whose feature macros then
     select native float atomic adds in `ATOMIC_HELPERS` (`codegen/opencl_language.py`); on NVIDIA's
-    OpenCL, `IZ_PTX_ATOMICS` selects the GPU's own float reductions in inline PTX there."""
+    OpenCL, `IZ_PTX_ATOMICS` selects the GPU's own float reductions in inline PTX there, with warp sums
+    before them unless `ISOZYME_OPENCL_WARP_SUMS=0` (`codegen/opencl_language.WARP_HELPERS`)."""
     options = f"{BUILD_OPTIONS} -cl-std=CL3.0" if where.float_atomics else BUILD_OPTIONS
-    return f"{options} -D IZ_PTX_ATOMICS" if where.ptx else options
+    if not where.ptx:
+        return options
+    return f"{options} -D IZ_PTX_ATOMICS" + ("" if warp_sums() else " -D IZ_NO_WARP_SUMS")
+
+
+def warp_sums() -> bool:
+    """`ISOZYME_OPENCL_WARP_SUMS`: "1" (default) sums a warp's atomic adds into one address before adding
+    on NVIDIA's OpenCL, "0" adds each work item's value on its own (the baseline `benchmarks/` compare)."""
+    value = os.environ.get("ISOZYME_OPENCL_WARP_SUMS", "1")
+    if value not in ("0", "1"):
+        raise ValueError(f"ISOZYME_OPENCL_WARP_SUMS must be 0 or 1, not {value!r}")
+    return value == "1"
 
 
 def opencl_source(module: Module, function: Function, options: CodegenOptions) -> str:
