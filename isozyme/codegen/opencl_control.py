@@ -4,8 +4,9 @@ the serial kernel makes (`opencl_program.py` describes the execution), the entry
 
 The control buffer, in `long` words: the header (`KIND`, `RESUME`, `ARG0..ARG2`, `RETURN`, `TICKETS`, the
 groups of a parallel loop that are done, and `HEAP_TOP`, the device heap's words in use), the error
-record at `ERROR`, the heap's size (`HEAP_WORDS`), one word per reduction from
-`REDUCTIONS`, then one word per saved value (`Layout`). A parallel loop's kernel also gets `part`, a
+record at `ERROR`, the heap's size (`HEAP_WORDS`), the number of requests the serial kernel has made
+(`SEQUENCE`) and the number of the last one a replayed loop kernel served (`SERVED`), one word per
+reduction from `REDUCTIONS`, then one word per saved value (`Layout`). A parallel loop's kernel also gets `part`, a
 buffer of one word per accumulator and work group for the partial sums.
 """
 
@@ -23,9 +24,13 @@ ERROR = 8
 HEAP_WORDS = ERROR + 1 + PAYLOAD_WORDS
 """The device heap's size in words (the host writes it); functions see these words as `err[-1]` and
 `err[9]` (`opencl_lowerings.py`)."""
+SEQUENCE = HEAP_WORDS + 1
+"""The requests the serial kernel has made in this call: the number of the one it is waiting on."""
+SERVED = SEQUENCE + 1
+"""The number of the last request a replayed loop kernel served (`opencl_program.py`: replayed launches)."""
 REDUCTIONS = 24
-assert ERROR + 1 + PAYLOAD_WORDS <= REDUCTIONS
-HEADER_WORDS = ERROR + 1 + PAYLOAD_WORDS
+assert SERVED < REDUCTIONS
+HEADER_WORDS = SERVED + 1
 """The words the host reads after each run of the serial kernel."""
 DONE, LAUNCH, ALLOC, GROW, CLEAR = 1, 2, 3, 4, 5
 GROUP_SIZE = 256

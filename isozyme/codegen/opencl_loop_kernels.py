@@ -13,9 +13,15 @@ from __future__ import annotations
 
 from isozyme.codegen.abi import CodegenError
 from isozyme.codegen.opencl_control import (
+    ARG0,
+    ARG1,
     ERROR,
     GROUP_SIZE,
+    KIND,
+    LAUNCH,
     REDUCTIONS,
+    SEQUENCE,
+    SERVED,
     TICKETS,
     argument_declarations,
     argument_values,
@@ -150,9 +156,14 @@ class BodyRenderer(FunctionRenderer):
         a ticket (one atomic per group), and the last group adds the partial sums up, in group order."""
         lang, k = self.lang, self.loop.number
         params = [*kernel_params(lang, self.function), *self.serial.site_params(), "__global long* ctl",
-                  "__global long* part", "__global long* heap", "long trip"]
+                  "__global long* part", "__global long* heap", "long trip", "long sequence"]
         attribute = f"__attribute__((reqd_work_group_size({self.group_size}, 1, 1))) " if self.accumulators else ""
-        lines = [f"__kernel {attribute}void iz_par{k}({', '.join(params)}) {{",
+        # replayed (`trip` -1): run only if the serial kernel's request `sequence` is this loop's launch (words
+        # that no loop kernel writes, so every work item decides alike), and mark the request served
+        replayed = ["  if (trip < 0) {",
+                    f"    if (ctl[{KIND}] != {LAUNCH} || ctl[{ARG0}] != {k} || ctl[{SEQUENCE}] != sequence) trip = 0;",
+                    f"    else {{ trip = ctl[{ARG1}]; if (get_global_id(0) == 0) ctl[{SERVED}] = sequence; }}", "  }"]
+        lines = [f"__kernel {attribute}void iz_par{k}({', '.join(params)}) {{", *replayed,
                  *argument_declarations(lang, self.function),
                  *(f"  {ty} in{j} = {expression};" for j, (ty, expression) in enumerate(self.inputs)),
                  "  long size = (long)get_global_size(0);"]

@@ -29,6 +29,15 @@ control buffer, saves every variable there too, and returns. The requests:
     larger than the serial kernel clears itself, `opencl_serial.SERIAL_CLEAR_LIMIT`);
   - DONE: the return value is in the header.
 
+Every LAUNCH and CLEAR takes the next request number (`SEQUENCE`). A replayed call (`runtime/opencl_runner.py`)
+enqueues the previous call's launches and clears without waiting for the serial kernel: a loop kernel run
+with `trip` -1 and a request number runs the loop only if that request is pending and is its launch (it
+takes the trip count from the request; otherwise its work items take no iteration), and `iz_clear` clears
+only if its request is pending; each writes the number it served into `SERVED`. A resume of the serial
+kernel that the host did not order (`served` 0) goes on only if its pending LAUNCH or CLEAR is served, so a
+replay whose steps differ from the call's requests stops at the first difference and leaves the request
+for the host.
+
 A resume restores every variable and jumps to the point it stopped at (`RESTORE`, then a `switch`). A
 failing check anywhere writes the error record (the first work item claims it) and stops; the host
 raises the site's exception. Called functions are plain C functions; local arrays in them and in parallel
@@ -47,7 +56,7 @@ from dataclasses import dataclass, field
 
 from isozyme.codegen.abi import CodegenError, CodegenOptions
 from isozyme.codegen.error_sites import ErrorSite
-from isozyme.codegen.opencl_control import GROUP_SIZE, AllocSite
+from isozyme.codegen.opencl_control import ARG0, ARG1, ARG2, CLEAR, GROUP_SIZE, KIND, SEQUENCE, SERVED, AllocSite
 from isozyme.codegen.opencl_function import FunctionRenderer
 from isozyme.codegen.opencl_language import OpenCLRenderer
 from isozyme.codegen.opencl_loop_kernels import BodyRenderer
@@ -108,6 +117,26 @@ def render_called_functions(lang: OpenCLRenderer, plans: dict[Function, OutOfSSA
     return [*prototypes, *definitions]
 
 
+CLEAR_KERNEL = "iz_clear"
+
+
+def clear_kernel() -> list[str]:
+    """`iz_clear`, a replayed CLEAR (module docstring): if the serial kernel's request `sequence` is to
+    clear bytes of `site`, zero them (in longs when aligned) and mark the request served."""
+    return [f"__kernel void {CLEAR_KERNEL}(__global uchar* target, __global long* ctl, long site, long sequence) {{",
+            f"  if (ctl[{KIND}] != {CLEAR} || ctl[{ARG0}] != site || ctl[{SEQUENCE}] != sequence) return;",
+            f"  long start = ctl[{ARG1}], bytes = ctl[{ARG2}];",
+            "  long gid = (long)get_global_id(0), size = (long)get_global_size(0);",
+            f"  if (gid == 0) ctl[{SERVED}] = sequence;",
+            "  if (((start | bytes) & 7) == 0) {",
+            "    __global ulong* words = (__global ulong*)(target + start);",
+            "    for (long i = gid; i < bytes / 8; i += size) words[i] = 0;",
+            "  } else {",
+            "    for (long i = gid; i < bytes; i += size) target[start + i] = 0;",
+            "  }",
+            "}"]
+
+
 def emit_opencl(module: Module, entry: Function, options: CodegenOptions, writable: frozenset[int],
                 reduction: str = "group", group_size: int = GROUP_SIZE) -> OpenCLProgram:
     """The OpenCL program of `module` with `entry` as the kernel (module docstring). `writable` is what the
@@ -132,7 +161,7 @@ def emit_opencl(module: Module, entry: Function, options: CodegenOptions, writab
     lines = [*lang.prelude_lines, *lang.helpers(), "", *render_called_functions(lang, plans)]
     for body in body_lines:
         lines += body
-    lines += ["", *serial_lines]
+    lines += ["", *serial_lines, "", *clear_kernel()]
     kernels = [LoopKernel(f"iz_par{b.loop.number}", b.loop.location, len(b.accumulators)) for b in bodies]
     return OpenCLProgram("\n".join(lines) + "\n", "iz_serial", kernels, serial.allocs, serial.layout.next,
                          lang.sites, serial_reasons, lang.uses_heap, writable, serial.capacities, group_size)

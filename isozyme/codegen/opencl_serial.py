@@ -24,6 +24,8 @@ from isozyme.codegen.opencl_control import (
     REDUCTIONS,
     RESUME,
     RETURN,
+    SEQUENCE,
+    SERVED,
     AllocSite,
     Layout,
     argument_declarations,
@@ -103,10 +105,14 @@ class SerialRenderer(FunctionRenderer):
                        "RESTORE:;", *self._restore(), "  switch (ctl[1]) {",
                        *(f"    case {r}: goto R{r};" for r in range(1, self.resumes + 1)), "  }", "  goto L_trap;"]
         params = [*kernel_params(self.lang, self.function), *self.site_params(), "__global long* ctl",
-                  "__global long* heap"]
+                  "__global long* heap", "long served"]
         head = [f"__kernel void iz_serial({', '.join(params)}) {{", f"  __global long* err = ctl + {ERROR};",
                 *argument_declarations(self.lang, self.function)]
-        start = ["  if (err[0] != 0) return;", f"  if (ctl[{RESUME}] != 0) goto RESTORE;"]
+        # a replayed resume (`served` 0) goes on only if a replayed kernel served the request (a launch or
+        # a clear); after the end or an error it does nothing
+        replayed = f"(ctl[{KIND}] == {LAUNCH} || ctl[{KIND}] == {CLEAR}) && ctl[{SERVED}] == ctl[{SEQUENCE}]"
+        start = [f"  if (err[0] != 0 || ctl[{KIND}] == {DONE}) return;",
+                 f"  if (ctl[{RESUME}] != 0) {{ if (!served && !({replayed})) return; goto RESTORE; }}"]
         return [*head, *self.decls, *start, *self.lines, "}"]
 
     def site_params(self) -> list[str]:
@@ -150,33 +156,42 @@ class SerialRenderer(FunctionRenderer):
         return lines
 
     def request_alloc(self, alloc: Instruction, count: str, inner: bool) -> None:
-        """Make the site of `alloc` hold `count` elements: ask the host (ALLOC) only when its buffer is too
-        small (the host writes each buffer's capacity in the control words from `capacities` before the
-        call) or a large zeroed array needs clearing; otherwise reuse the buffer as it is, clearing a zeroed
-        array of at most `SERIAL_CLEAR_LIMIT` elements here. A round trip to the host costs far more on a
+        """Make the site of `alloc` hold `count` elements: ask the host to allocate (ALLOC) only when its
+        buffer is too small (the host writes each buffer's capacity in the control words from `capacities`
+        before the call), to clear it (CLEAR: a fill across the GPU, which a replayed call does without the
+        host) when a zeroed array of more than `SERIAL_CLEAR_LIMIT` elements needs it; otherwise reuse the
+        buffer as it is, clearing a smaller zeroed array here. A round trip to the host costs far more on a
         GPU than that loop. An array that is not zeroed is not filled then (its contents are unspecified, as
-        on `llvm`); the host fills it with its uninitialized value when it does serve the request."""
+        on `llvm`); the host fills it with its uninitialized value when it does allocate it."""
         site = self.site_of[alloc]
         zeroed = not inner and self.allocs[site].fill == 0
         capacity = f"ctl[{self.capacities + site}]"
-        clear = f" || ({count}) > {SERIAL_CLEAR_LIMIT}" if zeroed else ""
-        self.emit(f"if (({count}) > {capacity}{clear}) {{")
-        self.yield_to_host(ALLOC, str(site), count, "1" if inner else "0")
+        ty = self.lang.storage(alloc.type.element)  # type: ignore[attr-defined]
+        self.emit(f"if (({count}) > {capacity}) {{")
+        resumes = [self.request(ALLOC, str(site), count, "1" if inner else "0")]
         if zeroed:
-            ty = self.lang.storage(alloc.type.element)  # type: ignore[attr-defined]
-            self.lines.insert(len(self.lines) - 1, f"  }} else {{ for (long q = 0; q < ({count}); q++) "
-                                                   f"s{site}[q] = ({ty})0; }}")
+            self.emit(f"}} else if (({count}) > {SERIAL_CLEAR_LIMIT}) {{")
+            resumes.append(self.request(CLEAR, str(site), "0L", f"({count}) * (long)sizeof({ty})"))
+            self.emit(f"}} else {{ for (long q = 0; q < ({count}); q++) s{site}[q] = ({ty})0; }}")
         else:
-            self.lines.insert(len(self.lines) - 1, "  }")  # the resume label follows the block
+            self.emit("}")
+        self.lines += [f"R{resume}:;" for resume in resumes]  # each resumed path goes on after the blocks
         if not inner:  # the resumed path restores it (`_restore`), the other one needs it too
             self.emit(f"{self.names[alloc]} = s{site};")
 
     def yield_to_host(self, kind: int, *args: str) -> None:
         """Ask the host for something, save, return; the host's next launch resumes right here."""
+        self.lines.append(f"R{self.request(kind, *args)}:;")
+
+    def request(self, kind: int, *args: str) -> int:
+        """The statement that makes a request, saves and returns; the number of its resume point, whose
+        label the caller places. A LAUNCH or CLEAR request gets the next request number (`SEQUENCE`),
+        which a replayed call's kernels check (`opencl_program.py`)."""
         self.resumes += 1
         words = "".join(f" ctl[{ARG0 + i}] = {arg};" for i, arg in enumerate(args))
-        self.emit(f"ctl[{KIND}] = {kind};{words} ctl[{RESUME}] = {self.resumes}; goto SAVE;")
-        self.lines.append(f"R{self.resumes}:;")
+        count = f" ctl[{SEQUENCE}] += 1;" if kind in (LAUNCH, CLEAR) else ""
+        self.emit(f"ctl[{KIND}] = {kind};{words} ctl[{RESUME}] = {self.resumes};{count} goto SAVE;")
+        return self.resumes
 
     def _launch(self, loop: ParallelLoop) -> None:
         self.lines.append(f"P{loop.number}:;")

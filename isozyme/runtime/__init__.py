@@ -18,7 +18,8 @@ paths that do not need them, and all point down.
   `race_detector`: the interpreter running parallel loops as a GPU may (`ISOZYME_CHECK_RACES`)
   `source_key`: a kernel's key from its sources, to load compiled code without lowering
   `llvm_backend`: the `llvm` backend: cache keys, compilation, loading compiled kernels
-  `opencl_backend`: the `opencl` backend: programs and the host's side of a kernel's run
+  `opencl_backend`: the `opencl` backend: programs, built and cached
+- `opencl_runner`: the host's side of a kernel's run on OpenCL; replayed calls
 - `native_call`: calling compiled kernels from Python: one generated function per kernel
   `host_identity`: what compiled code depends on besides its IR, described without loading LLVM
   `opencl_counters`: launch, allocation and bytes-moved counters of the `opencl` backend

@@ -1,4 +1,4 @@
-"""Launch, allocation and bytes-moved counters of the OpenCL backend (`opencl_backend.Runner`).
+"""Launch, allocation and bytes-moved counters of the OpenCL backend (`opencl_runner.Runner`).
 
     with opencl_counters.counting() as stats:
         gradient(*args)

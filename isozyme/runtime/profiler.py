@@ -8,7 +8,7 @@
 `ISOZYME_PROFILE=1` profiles every OpenCL call of the process and prints the table to stderr at exit
 (`ISOZYME_PROFILE=all` prints every call, `1` the last call of each kernel and the totals).
 
-Per call (`CallProfile`), everything the runner (`opencl_backend.Runner`) asked the device to do, in order
+Per call (`CallProfile`), everything the runner (`opencl_runner.Runner`) asked the device to do, in order
 (`Launch`): each run of the serial kernel (`serial`; a resume after a request is one more: a host round
 trip), each NDRange launch of a parallel loop's kernel (`loop`, with its global and local sizes), each copy
 of a numpy argument to the device and back (`copy-in`, `copy-out`, with its bytes), each buffer fill
@@ -77,7 +77,13 @@ class CallProfile:
 
     @property
     def round_trips(self) -> int:
-        """Runs of the serial kernel: each after the first answers a request of the previous one."""
+        """Reads of the header, each a wait for the device: one per request the host serves, and one at the
+        end (a replayed call makes one in all when its requests are the previous call's)."""
+        return sum(launch.kind == "header" for launch in self.launches)
+
+    @property
+    def serial_runs(self) -> int:
+        """Runs of the serial kernel: each after the first resumes it after a request."""
         return sum(launch.kind == "serial" for launch in self.launches)
 
     @property
@@ -98,7 +104,7 @@ class CallProfile:
     def summary(self) -> str:
         return (f"{self.kernel} on {self.device}: {self.wall_ms:.3f} ms in the runner ({self.python_ms:.3f} ms on "
                 f"the host, {self.wait_ms:.3f} ms waiting), device busy {self.device_ms:.3f} ms, "
-                f"{len(self.launches)} commands, {self.round_trips} serial runs, "
+                f"{len(self.launches)} commands, {self.serial_runs} serial runs, {self.round_trips} round trips, "
                 f"{self.host_to_device_bytes} B to the device, {self.device_to_host_bytes} B back")
 
     def table(self) -> str:
@@ -112,6 +118,7 @@ class CallProfile:
     def as_dict(self) -> dict[str, object]:
         return {"kernel": self.kernel, "device": self.device, "wall_ms": self.wall_ms, "wait_ms": self.wait_ms,
                 "python_ms": self.python_ms, "device_ms": self.device_ms, "round_trips": self.round_trips,
+                "serial_runs": self.serial_runs,
                 "host_to_device_bytes": self.host_to_device_bytes,
                 "device_to_host_bytes": self.device_to_host_bytes, "device_ms_by_kind": self.by_kind(),
                 "launches": [launch.as_dict() for launch in self.launches]}

@@ -1,0 +1,166 @@
+"""Replayed OpenCL calls (`runtime/opencl_runner.py`): a call enqueues the previous call's launches and clears
+at once and waits for the device once; a call whose requests differ stops replaying at the first
+difference and the host serves the rest. Every call is compared with numpy, whatever its requests; the
+round trips (header reads) are counted by the profiler."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import isozyme as iz
+from isozyme import Array, Duplicated, f64, i64
+from isozyme.codegen.opencl_serial import SERIAL_CLEAR_LIMIT
+
+pytest.importorskip("pyopencl")
+
+
+def stepping(y: Array[f64], x: Array[f64], steps: i64) -> f64:
+    """A serial loop of `steps` around two parallel loops, one with a sum: 2 launches per step."""
+    s = 0.0
+    for _ in range(steps):
+        for i in iz.prange(len(x)):
+            y[i] = y[i] * 0.5 + x[i]
+        for i in iz.prange(len(x)):
+            s += y[i]
+    return s
+
+
+def stepping_numpy(x: np.ndarray, steps: int) -> tuple[np.ndarray, float]:
+    y, s = np.ones_like(x), 0.0
+    for _ in range(steps):
+        y = y * 0.5 + x
+        s += float(y.sum())
+    return y, s
+
+
+def call_profiled(kernel: iz.Kernel, *args: object) -> tuple[object, iz.runtime.profiler.CallProfile]:
+    with iz.profile() as prof:
+        result = kernel(*args)
+    [call] = prof.calls
+    return result, call
+
+
+def test_each_call_equals_numpy_whatever_its_steps_and_a_repeated_call_waits_once():
+    kernel = iz.kernel(stepping, backend="opencl")
+    x = np.linspace(0.0, 1.0, 1000)
+    trips = []
+    for steps in (3, 3, 5, 5, 2, 2, 0, 4, 4):
+        y = np.ones_like(x)
+        total, call = call_profiled(kernel, y, x, steps)
+        expected_y, expected_total = stepping_numpy(x, steps)
+        np.testing.assert_allclose(y, expected_y, rtol=1e-14, err_msg=f"{steps} steps")
+        assert total == pytest.approx(expected_total, rel=1e-12), steps
+        trips.append(call.round_trips)
+    # the first call and those with more steps than the previous one serve what the script lacks (a header
+    # read per request); the others replay their requests and read the header once
+    assert trips[0] == 3 * 2 + 1 and trips[2] == (5 - 3) * 2 + 1
+    assert trips[1] == trips[3] == trips[4] == trips[5] == trips[6] == trips[8] == 1
+    assert trips[7] == 4 * 2 + 1  # after a call with no launch, nothing to replay
+
+
+def two_loops(y: Array[f64], x: Array[f64], pattern: Array[i64]):
+    """Per element of `pattern`, one of two parallel loops, neither idempotent: running one twice, or
+    skipping one, changes `y`."""
+    for p in range(len(pattern)):
+        if pattern[p] == 0:
+            for i in iz.prange(len(x)):
+                y[i] = y[i] * 0.5 + x[i]
+        else:
+            for i in iz.prange(len(x)):
+                y[i] = y[i] + 1.0
+
+
+def test_a_call_whose_launches_differ_from_the_script_runs_each_launch_once():
+    """After [A, B, A], a call of [A, A, A] replays A, then B and A in vain: the B skips (another loop), and
+    the second A skips too although A is pending (its request number is the third, the pending one the
+    second); the host launches the second and third A. Each call's `y` equals numpy's."""
+    kernel = iz.kernel(two_loops, backend="opencl")
+    x = np.linspace(0.0, 1.0, 300)
+    for pattern in ([0, 1, 0], [0, 0, 0], [1, 0, 1, 1], [0, 1], [0, 1], [1, 1, 0], []):
+        y = np.ones_like(x)
+        kernel(y, x, np.array(pattern, dtype=np.int64))
+        expected = np.ones_like(x)
+        for p in pattern:
+            expected = expected * 0.5 + x if p == 0 else expected + 1.0
+        np.testing.assert_allclose(y, expected, rtol=1e-15, err_msg=str(pattern))
+
+
+def test_without_replays_every_request_is_a_round_trip(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("ISOZYME_OPENCL_REPLAY", "0")
+    kernel = iz.kernel(stepping, backend="opencl")
+    x = np.linspace(0.0, 1.0, 100)
+    for _ in range(2):
+        y = np.ones_like(x)
+        total, call = call_profiled(kernel, y, x, 3)
+        assert call.round_trips == 3 * 2 + 1 and total == pytest.approx(stepping_numpy(x, 3)[1], rel=1e-12)
+    monkeypatch.setenv("ISOZYME_OPENCL_REPLAY", "sometimes")
+    with pytest.raises(ValueError, match="ISOZYME_OPENCL_REPLAY"):
+        kernel(np.ones_like(x), x, 3)
+
+
+def histogram(out: Array[f64], x: Array[f64], m: i64):
+    counts = iz.zeros(m, f64)  # zeroed in every call: cleared by a fill, replayed on the device
+    for i in iz.prange(len(x)):
+        counts[int(x[i] * m)] += 1.0
+    for j in iz.prange(m):
+        out[j] = counts[j] * float(j + 1)
+
+
+def test_a_replayed_clear_zeroes_the_array_and_a_larger_one_is_allocated_by_the_host():
+    kernel = iz.kernel(histogram, backend="opencl")
+    rng = np.random.default_rng(5)
+    trips = []
+    for m in (SERIAL_CLEAR_LIMIT + 904, SERIAL_CLEAR_LIMIT + 904, SERIAL_CLEAR_LIMIT + 904, 3 * SERIAL_CLEAR_LIMIT,
+              3 * SERIAL_CLEAR_LIMIT, SERIAL_CLEAR_LIMIT + 1):
+        x = rng.random(20_000)
+        out = np.zeros(m)
+        _, call = call_profiled(kernel, out, x, m)
+        np.testing.assert_array_equal(out, np.bincount((x * m).astype(int), minlength=m) * np.arange(1, m + 1))
+        trips.append(call.round_trips)
+    assert trips[1] == trips[2] == trips[4] == trips[5] == 1  # a clear and two launches, replayed
+    assert trips[3] > 1  # a larger array: the replay stops at the ALLOC, the host serves it and the rest
+
+
+def checked_gather(out: Array[f64], x: Array[f64], index: Array[i64]):
+    for i in iz.prange(len(index)):
+        out[i] = x[index[i]] * 2.0
+
+
+def test_a_replayed_call_that_fails_raises_and_the_next_one_runs():
+    kernel = iz.kernel(checked_gather, backend="opencl", boundscheck=True)
+    x = np.arange(10.0)
+    good = np.array([1, 2, 3, 9])
+    for _ in range(2):
+        out = np.zeros(4)
+        kernel(out, x, good)
+        np.testing.assert_array_equal(out, x[good] * 2.0)
+    with pytest.raises(IndexError):
+        kernel(np.zeros(4), x, np.array([1, 2, 10, 0]))
+    for _ in range(2):
+        out = np.zeros(4)
+        _, call = call_profiled(kernel, out, x, good)
+        np.testing.assert_array_equal(out, x[good] * 2.0)
+    assert call.round_trips == 1
+
+
+def loss(y: Array[f64], x: Array[f64], w: Array[f64]) -> f64:
+    s = 0.0
+    for i in iz.prange(len(x)):
+        y[i] = iz.tanh(w[i % len(w)] * x[i])
+        s += y[i] * y[i]
+    return s
+
+
+def test_replayed_gradients_on_device_arrays_equal_llvm():
+    kernel = iz.kernel(loss)
+    rng = np.random.default_rng(2)
+    x, w = rng.normal(size=5000), rng.normal(size=7)
+    d_w_llvm = np.zeros_like(w)
+    iz.autodiff(kernel, Duplicated(np.zeros_like(x), np.zeros_like(x)), x, Duplicated(w, d_w_llvm), backend="llvm")
+    x_dev, w_dev = iz.to_device(x), iz.to_device(w)
+    for _ in range(4):
+        d_w = iz.to_device(np.zeros_like(w))
+        iz.autodiff(kernel, Duplicated(iz.to_device(np.zeros_like(x)), iz.to_device(np.zeros_like(x))), x_dev,
+                    Duplicated(w_dev, d_w), backend="opencl")
+        np.testing.assert_allclose(d_w.get(), d_w_llvm, rtol=1e-12)
