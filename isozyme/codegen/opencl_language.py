@@ -144,7 +144,8 @@ WARP_HELPERS = [
     '  uint mask; asm volatile("activemask.b32 %0;" : "=r"(mask));',
     "  if (mask != 0xffffffffu) return false;",
     "  uint lo = (uint)a, hi = (uint)(a >> 32);",
-    "  uint same = (uint)(iz_shfl_idx0(lo) == lo && iz_shfl_idx0(hi) == hi), all;",
+    "  uint lo0 = iz_shfl_idx0(lo), hi0 = iz_shfl_idx0(hi);  /* both by every lane: no && */",
+    "  uint same = (uint)(lo0 == lo) & (uint)(hi0 == hi), all;",
     '  asm volatile("{ .reg .pred p, q; setp.ne.u32 p, %1, 0; vote.sync.all.pred q, p, -1; selp.u32 %0, 1, 0, q; }"',
     '               : "=r"(all) : "r"(same));',
     "  return all != 0;",
@@ -167,8 +168,10 @@ are at the same atomic add (`activemask`) and add into one address (its two halv
 by `shfl.sync`, agreed by `vote.sync.all`), the warp sums its 32 values with five butterfly shuffles and lane
 0 alone adds the sum, so an element that every work item updates takes one global add per warp instead of
 32. Otherwise (lanes diverged, or different addresses) each lane adds its own value. The `.sync`
-instructions name all 32 lanes only on the path where `activemask` said all 32 are here, so no lane waits
-for one that took another branch. `-D IZ_NO_WARP_SUMS` (`ISOZYME_OPENCL_WARP_SUMS=0`) leaves them out."""
+instructions name all 32 lanes only on the path where `activemask` said all 32 are here, and every lane
+runs each of them (the two halves' shuffles are not joined by a short-circuit `&&`, which would let the
+lanes whose low halves differ skip the second shuffle and leave the others waiting forever), so no lane
+waits for one that took another branch. `-D IZ_NO_WARP_SUMS` (`ISOZYME_OPENCL_WARP_SUMS=0`) leaves them out."""
 
 ATOMIC_HELPERS = [
     *WARP_HELPERS,
