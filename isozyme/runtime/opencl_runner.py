@@ -114,8 +114,12 @@ class Runner:
         """The queue of the call in progress: the device's, or its profiling queue (`profiler.py`)."""
         self.trace: _Trace | None = None
         """The profile of the call in progress, when a profile is active."""
-        self.kernel_args: dict[Any, list[object]] = {}
-        """Each kernel's arguments as last set (`_enqueue`)."""
+        self.kernel_args: dict[Any, tuple[list[object], list[object]]] = {}
+        """Each kernel's arguments as last set (`_enqueue`): the common ones, and the rest."""
+        self.base: list[object] | None = None
+        """The common arguments of the program's kernels in the call in progress (`_base_args`)."""
+        self.entry_args: list[object] = []
+        """The entry's arguments in the call in progress."""
         cl = import_pyopencl()
         self.serial = cl.Kernel(built, program.serial)
         self.loops = [cl.Kernel(built, loop.name) for loop in program.loops]
@@ -135,6 +139,9 @@ class Runner:
         """The device heap of called functions' local arrays, and its size in words."""
         self.counted: _CountedCall | None = None
         """What the call in progress counts (`counting()` active), else None."""
+        self.control_host = np.zeros(program.control_words, dtype=np.int64)
+        self.control = cl.Buffer(where.context, cl.mem_flags.READ_WRITE, self.control_host.nbytes)
+        """The control buffer (`codegen/opencl_control.py`), written from `control_host` at each call."""
         self.script: list[Step] | None = None
         """The launches and clears of the previous call, which the next call replays (`_replay`); None
         after a call that failed."""
@@ -184,16 +191,19 @@ class Runner:
                 args.append(_SCALAR_DTYPES[str(ty)](value))
         while len(self.sites) < len(self.program.allocs):
             self.sites.append((self._buffer(self.program.allocs[len(self.sites)], 1), 1))
-        control = np.zeros(self.program.control_words, dtype=np.int64)
+        control = self.control_host
+        control[:] = 0
         control[HEAP_WORDS] = self.heap[1]
         if not opencl_counters.active():  # counting: every alloc asks the host, which counts its elements
             first = self.program.capacities
             control[first:first + len(self.sites)] = [capacity for _, capacity in self.sites]
-        control_buffer = cl.Buffer(where.context, flags.READ_WRITE | flags.COPY_HOST_PTR, hostbuf=control)
+        control_buffer = self.control
+        cl.enqueue_copy(queue, control_buffer, control, is_blocking=False)  # the call ends with a finish
+        self.entry_args, self.base = args, self._base_args(args)
         header = np.zeros(HEADER_WORDS, dtype=np.int64)
         self.counted = _CountedCall.start(self, values, uploads, copies) if opencl_counters.active() else None
         try:
-            self._run(args, control_buffer, header)
+            self._run(control_buffer, header)
         finally:
             for buffer, array, position in copies:
                 self._note(cl.enqueue_copy(queue, array, buffer, is_blocking=False), "copy-out", f"arg {position}",
@@ -208,16 +218,16 @@ class Runner:
             return None
         return _python_scalar(self.return_type, header[RETURN])
 
-    def _run(self, args: list[object], control: Any, header: np.ndarray) -> None:
+    def _run(self, control: Any, header: np.ndarray) -> None:
         """Run the serial kernel and serve its requests until it is done. A call of a program whose previous
         call went through replays that call's launches and clears first, without waiting (`_replay`); the
         host then reads the header and serves what is left, if anything, as it comes."""
         cl = import_pyopencl()
         queue = self.queue
         script = self.script if self.counted is None and replay_enabled() else None
-        self._resume(args, control, served=False)
+        self._resume(control, served=False)
         if script:
-            self._replay(script, args, control)
+            self._replay(script, control)
         steps: list[Step] | None = None  # the script's steps that ran, once the header says which
         while True:
             self._wait(lambda: self._note(cl.enqueue_copy(queue, header, control, is_blocking=True), "header",
@@ -232,7 +242,7 @@ class Runner:
                 number, trip = int(header[ARG0]), int(header[ARG1])
                 steps.append((LAUNCH, int(header[SEQUENCE]), number, trip, 0))
                 if trip > 0:
-                    self._launch(number, trip, args, control)
+                    self._launch(number, trip, control)
                     if self.counted is not None:
                         self.counted.loop_launch(number, control)
             elif kind == ALLOC:
@@ -244,19 +254,18 @@ class Runner:
                 self._clear(int(header[ARG0]), int(header[ARG1]), int(header[ARG2]))
             else:
                 raise RuntimeError(f"the serial kernel made an unknown request {kind}")
-            self._resume(args, control, served=True)
+            self._resume(control, served=True)
         self.script = steps if header[ERROR] == 0 and len(steps) <= MAX_REPLAYED else None
 
-    def _resume(self, args: list[object], control: Any, served: bool) -> None:
+    def _resume(self, control: Any, served: bool) -> None:
         """Run (or resume) the serial kernel; `served`: the host served its request (else only a replayed
         kernel that served it lets it go on)."""
-        self._note(self._enqueue(self.serial, (1,), (1,), [*args, *(buffer for buffer, _ in self.sites), control,
-                                                           self.heap[0], np.int64(served)]),
+        self._note(self._enqueue(self.serial, (1,), (1,), self.base, [control, self.heap[0], np.int64(served)]),
                    "serial", "iz_serial", (1,), (1,))
         if self.counted is not None:
             opencl_counters.add("serial_launches")
 
-    def _replay(self, script: list[Step], args: list[object], control: Any) -> None:
+    def _replay(self, script: list[Step], control: Any) -> None:
         """Enqueue the launches and clears of the previous call, each followed by a resume of the serial
         kernel. A replayed kernel runs only if the serial kernel's pending request is that step (request
         number, kind, loop or site), taking the trip count or the bytes from the request, and the resume
@@ -265,15 +274,15 @@ class Runner:
         size-th iteration); the script's gives the same launch sizes when it has not changed."""
         for kind, sequence, a, b, c in script:
             if kind == LAUNCH:
-                self._launch(a, b, args, control, sequence=sequence)
+                self._launch(a, b, control, sequence=sequence)
             else:
                 groups = min(max(-(-c // (8 * GROUP_SIZE)), 1), self.max_groups)
-                self._note(self._enqueue(self.clear, (groups * GROUP_SIZE,), None,
+                self._note(self._enqueue(self.clear, (groups * GROUP_SIZE,), None, NO_ARGUMENTS,
                                          [self.sites[a][0], control, np.int64(a), np.int64(sequence)]),
                            "fill", f"site {a} (replayed)", (groups * GROUP_SIZE,), (), c)
-            self._resume(args, control, served=False)
+            self._resume(control, served=False)
 
-    def _launch(self, number: int, trip: int, args: list[object], control: Any, sequence: int = 0) -> None:
+    def _launch(self, number: int, trip: int, control: Any, sequence: int = 0) -> None:
         """Launch loop `number` over `trip` iterations, or (`sequence` > 0) replay it for that request with
         the launch size of `trip` iterations."""
         size = self.program.group_size
@@ -283,30 +292,41 @@ class Runner:
             self.partials = (self._buffer(AllocSite("i64", 0), words), words)
         local = (size,) if words else None
         name = self.program.loops[number].name + (" (replayed)" if sequence else "")
-        self._note(self._enqueue(self.loops[number], (groups * size,), local,
-                                 [*args, *(buffer for buffer, _ in self.sites), control, self.partials[0],
-                                  self.heap[0], np.int64(trip if not sequence else -1), np.int64(sequence)]),
+        self._note(self._enqueue(self.loops[number], (groups * size,), local, self.base,
+                                 [control, self.partials[0], self.heap[0], np.int64(trip if not sequence else -1),
+                                  np.int64(sequence)]),
                    "loop", name, (groups * size,), local or ())
 
     def _enqueue(self, kernel: Any, global_size: tuple[int, ...], local_size: tuple[int, ...] | None,
-                 args: list[object]) -> Any:
-        """Launch `kernel`, setting only the arguments that differ from its previous launch: a serial kernel
-        is launched again after every request, with the same arguments, and setting some forty of them
-        costs more than the launch on a GPU. Buffers are compared by identity, scalars by type and bits (-0.0
-        is not 0.0). The arguments kept keep the previous call's argument buffers alive until the next call
-        replaces them."""
+                 base: list[object], rest: list[object]) -> Any:
+        """Launch `kernel` on the arguments `base` then `rest`, setting only those that differ from its
+        previous launch: a serial kernel is launched again after every request, with the same arguments, and
+        setting some forty of them costs more than the launch on a GPU. `base` (the entry's arguments and
+        the sites' buffers, `_base_args`) is one list object as long as it does not change, so only `rest`
+        is compared then. Buffers are compared by identity, scalars by type and bits (-0.0 is not 0.0). The
+        arguments kept keep the previous call's argument buffers alive until the next call replaces them."""
         previous = self.kernel_args.get(kernel)
-        if previous is None or len(previous) != len(args):
-            kernel.set_args(*args)
-            self.kernel_args[kernel] = list(args)
+        if previous is None or len(previous[0]) + len(previous[1]) != len(base) + len(rest):
+            kernel.set_args(*base, *rest)
+        elif previous[0] is base:
+            for index, (old, new) in enumerate(zip(previous[1], rest)):
+                if not _same(old, new):
+                    kernel.set_arg(len(base) + index, new)
         else:
-            for index, (old, new) in enumerate(zip(previous, args)):
-                if old is new or (type(old) is type(new) and isinstance(new, np.generic)
-                                  and old.tobytes() == new.tobytes()):  # type: ignore[attr-defined]
-                    continue
-                kernel.set_arg(index, new)
-                previous[index] = new
+            for index, (old, new) in enumerate(zip([*previous[0], *previous[1]], [*base, *rest])):
+                if not _same(old, new):
+                    kernel.set_arg(index, new)
+        self.kernel_args[kernel] = (base, rest)
         return import_pyopencl().enqueue_nd_range_kernel(self.queue, kernel, global_size, local_size)
+
+    def _base_args(self, args: list[object]) -> list[object]:
+        """The arguments every program kernel takes first: the entry's `args`, then each site's buffer; the
+        list of the previous call (or request) when they are the same, so that `_enqueue` skips them."""
+        base = [*args, *(buffer for buffer, _ in self.sites)]
+        previous = getattr(self, "base", None)
+        if previous is not None and len(previous) == len(base) and all(map(_same, previous, base)):
+            return previous
+        return base
 
     def _note(self, event: Any, kind: str, name: str, global_size: tuple[int, ...] = (),
               local_size: tuple[int, ...] = (), nbytes: int = 0) -> None:
@@ -373,6 +393,7 @@ class Runner:
             self.counted.site_elements[site] = count
         if self.sites[site][1] < count:
             self.sites[site] = (self._buffer(self.program.allocs[site], count), count)
+            self.base = self._base_args(self.entry_args)
         if fill:
             self._fill(site, 0, count)
 
@@ -386,6 +407,7 @@ class Runner:
             self._note(cl.enqueue_copy(self.queue, buffer, self.sites[site][0], byte_count=old * itemsize), "grow",
                        f"site {site}", nbytes=old * itemsize)
         self.sites[site] = (buffer, new)
+        self.base = self._base_args(self.entry_args)
         self._fill(site, old, new)
 
 
@@ -487,6 +509,17 @@ class _CountedCall:
         words = self.control_words(control)
         opencl_counters.add("serial_bytes_read", self.bytes_of(access.reads, words))
         opencl_counters.add("serial_bytes_written", self.bytes_of(access.writes, words))
+
+
+NO_ARGUMENTS: list[object] = []
+"""The `base` of a kernel that takes none of the program's common arguments (`iz_clear`)."""
+
+
+def _same(old: object, new: object) -> bool:
+    """Is kernel argument `new` the one already set, `old`: the same buffer, or a scalar of the same type
+    and bits?"""
+    return old is new or (type(old) is type(new) and isinstance(new, np.generic)
+                          and old.tobytes() == new.tobytes())  # type: ignore[attr-defined]
 
 
 def _python_scalar(ty: ScalarType, word: np.int64) -> object:
