@@ -22,8 +22,10 @@ of float additions in reductions and atomic adds differs).
 
 from __future__ import annotations
 
+import sys
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -39,6 +41,8 @@ import test_opencl_parallel as parallel  # noqa: E402  (after the skip: it needs
 
 from isozyme.benchmark_suite import Benchmark, all_benchmarks, run_gradient  # noqa: E402
 from isozyme.runtime.opencl_backend import SerialLoopWarning  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # opencl_gpu, gmm_gpu_kernels
 
 RTOL = 1e-10
 WORK_ITEMS = 100_003 if real_sizes() else 4_099
@@ -186,6 +190,31 @@ def test_gmm_prange_gradient_matches_the_serial_kernel(n: int, d: int, k: int) -
             got = gradient(gmm_prange, "opencl")
         for name, a, b in zip(("value", "d_alphas", "d_means", "d_icf"), got, expected, strict=True):
             assert_close(a, b, f"GMM n={n} d={d} K={k}, call {call + 1}: {name}")
+
+
+@pytest.mark.parametrize(("n", "d", "k"), GMM_SIZES, ids=[f"n{n}_d{d}_K{k}" for n, d, k in GMM_SIZES])
+def test_gmm_pairs_gradient_matches_the_serial_kernel(n: int, d: int, k: int) -> None:
+    """benchmarks/gmm_gpu_kernels.py's `gmm_pairs` (a work item per component and point, component-major:
+    warp sums of the adjoints of `icf` and `means`) against examples/gmm.py's serial kernel on llvm."""
+    from gmm_gpu_kernels import gmm_pairs
+
+    gmm = load_example("gmm")
+    data = gmm.gmm_data(d, k, n, seed=0)
+    args = [data.alphas, data.means, data.icf]
+    log_gamma_d = gmm.log_gamma_distrib(0.5 * (d + data.m + 1), d)
+
+    def gradient(kernel: iz.Kernel, backend: str) -> list[np.ndarray]:
+        shadows = [np.zeros_like(a) for a in args]
+        call = [*(iz.Duplicated(a, s) for a, s in zip(args, shadows, strict=True)), data.x]
+        value, _ = iz.autodiff(kernel, *call, data.gamma, data.m, log_gamma_d, backend=backend)
+        return [np.array([value]), *shadows]
+    expected = gradient(gmm.gmm_objective, "llvm")
+    for call in range(repeats()):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", SerialLoopWarning)  # every prange loop runs in parallel
+            got = gradient(gmm_pairs, "opencl")
+        for name, a, b in zip(("value", "d_alphas", "d_means", "d_icf"), got, expected, strict=True):
+            assert_close(a, b, f"GMM pairs n={n} d={d} K={k}, call {call + 1}: {name}")
 
 
 # --- ADBench's GMM, BA and LSTM, the examples ----------------------------------------------------------
