@@ -93,6 +93,9 @@ def replay_enabled() -> bool:
     return value == "1"
 
 
+REPLAYED_GROUPS_PER_CORE = 4
+"""Work groups per core, at least, of a replayed launch on a CPU device (`Runner._groups`)."""
+
 GROUPS_PER_UNIT = 8
 """Work groups per compute unit that a parallel loop's launch asks for."""
 
@@ -270,13 +273,13 @@ class Runner:
         kernel. A replayed kernel runs only if the serial kernel's pending request is that step (request
         number, kind, loop or site), taking the trip count or the bytes from the request, and the resume
         after it goes on only if it ran. A call whose requests differ from the script stops at the first
-        difference, and the host serves the rest. Any trip count is right (a work item takes every
-        size-th iteration); the script's gives the same launch sizes when it has not changed."""
+        difference, and the host serves the rest. Any launch size is right (a work item takes every
+        size-th iteration); `_groups` chooses one that suits a trip count larger than the script's."""
         for kind, sequence, a, b, c in script:
             if kind == LAUNCH:
                 self._launch(a, b, control, sequence=sequence)
             else:
-                groups = min(max(-(-c // (8 * GROUP_SIZE)), 1), self.max_groups)
+                groups = self._groups(c // 8, GROUP_SIZE, replayed=True)
                 self._note(self._enqueue(self.clear, (groups * GROUP_SIZE,), None, NO_ARGUMENTS,
                                          [self.sites[a][0], control, np.int64(a), np.int64(sequence)]),
                            "fill", f"site {a} (replayed)", (groups * GROUP_SIZE,), (), c)
@@ -286,7 +289,7 @@ class Runner:
         """Launch loop `number` over `trip` iterations, or (`sequence` > 0) replay it for that request with
         the launch size of `trip` iterations."""
         size = self.program.group_size
-        groups = min(max(-(-trip // size), 1), self.max_groups)
+        groups = self._groups(trip, size, replayed=sequence > 0)
         words = groups * self.program.loops[number].accumulators
         if words > self.partials[1]:
             self.partials = (self._buffer(AllocSite("i64", 0), words), words)
@@ -296,6 +299,17 @@ class Runner:
                                  [control, self.partials[0], self.heap[0], np.int64(trip if not sequence else -1),
                                   np.int64(sequence)]),
                    "loop", name, (groups * size,), local or ())
+
+    def _groups(self, count: int, size: int, replayed: bool) -> int:
+        """Work groups of `size` for a launch over `count` iterations: as many as it needs, at most
+        `max_groups`. A replayed launch's count is the previous call's, and the call's may be larger: it
+        takes `max_groups` on a GPU (a work item takes every size-th iteration, so any count is covered,
+        and a larger one at full speed; a work item with no iteration ends at once) and at least
+        `REPLAYED_GROUPS_PER_CORE` per core on a CPU."""
+        groups = min(max(-(-count // size), 1), self.max_groups)
+        if replayed:
+            return self.max_groups if self.where.is_gpu else max(groups, REPLAYED_GROUPS_PER_CORE * self.where.units)
+        return groups
 
     def _enqueue(self, kernel: Any, global_size: tuple[int, ...], local_size: tuple[int, ...] | None,
                  base: list[object], rest: list[object]) -> Any:
