@@ -164,3 +164,23 @@ def test_replayed_gradients_on_device_arrays_equal_llvm():
         iz.autodiff(kernel, Duplicated(iz.to_device(np.zeros_like(x)), iz.to_device(np.zeros_like(x))), x_dev,
                     Duplicated(w_dev, d_w), backend="opencl")
         np.testing.assert_allclose(d_w.get(), d_w_llvm, rtol=1e-12)
+
+
+def test_a_replayed_launch_is_not_sized_by_a_smaller_previous_call():
+    """After a call on 4 elements, a call on 100k replays its launch with the device's full launch (a GPU's
+    most work groups; at least four groups per core on a CPU), not one group of 256 work items."""
+    from isozyme.runtime.opencl_device import device
+    from isozyme.runtime.opencl_runner import GROUPS_PER_UNIT, REPLAYED_GROUPS_PER_CORE
+
+    kernel = iz.kernel(loss, backend="opencl")
+    kernel(np.zeros(4), np.ones(4), np.ones(7))
+    x = np.linspace(0.0, 1.0, 100_000)
+    y = np.zeros_like(x)
+    total, call = call_profiled(kernel, y, x, np.ones(7))
+    [launch] = [launch for launch in call.launches if launch.kind == "loop"]
+    assert launch.name.endswith("(replayed)") and call.round_trips == 1
+    where = device()
+    groups = GROUPS_PER_UNIT * where.units if where.is_gpu else REPLAYED_GROUPS_PER_CORE * where.units
+    assert launch.global_size[0] >= groups * launch.local_size[0] > 256
+    np.testing.assert_allclose(y, np.tanh(x), rtol=1e-14)
+    assert total == pytest.approx(float(np.sum(np.tanh(x) ** 2)), rel=1e-12)
