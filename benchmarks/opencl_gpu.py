@@ -11,7 +11,11 @@ Every figure is measured in this one run, side by side (machines are shared and 
    the gradient (y, x, z Duplicated, a Active) runs the primal again, then reads x and d_y, zeroes d_y and
    adds into d_x and d_z (80 per element in all). d_y is set again before each call, d_x and d_z zeroed,
    untimed. The reference is a device-to-device copy of the same arrays (`enqueue_copy`, 16 bytes per
-   element) and isozyme's own copy kernel.
+   element) and isozyme's own copy kernel. Each timed call starts on an idle GPU (its arrays were set,
+   and the previous call checked, in between). Then *in a row* (`back_to_back`): `--repeats` calls one
+   right after the other, each on arrays of its own (set before the batch, untimed, each call's checked
+   after it), the time per call of the batch, against as many device copies in a row: a kernel called
+   again and again, as in a training loop.
 2. `shared`: y[i] = p[0]*x[i]; the gradient adds x[i]*d_y[i] of every work item into d_p[0]. With work-group
    reductions (the default) and with ISOZYME_OPENCL_REDUCTION=atomic (one compare-and-swap add per work item).
 3. GMM (ADBench's objective): the gradient of `examples/gmm.py`'s kernel on the CPU (`llvm`), and of the same
@@ -182,6 +186,56 @@ def bandwidth(n: int, repeats: int) -> tuple[dict[str, float], dict[str, Check]]
              "primal_ms": primal_s * 1e3, "gradient_ms": gradient_s * 1e3}, checks)
 
 
+def back_to_back(n: int, calls: int) -> tuple[dict[str, float], dict[str, Check]]:
+    """Bandwidth in steady state: `calls` calls in a row, none waiting for anything but the one before it
+    (as in a loop that calls a kernel again and again), against as many device copies in a row; each call
+    on arrays of its own (cleared before the batch, untimed) and checked after it (module docstring)."""
+    cl = __import__("pyopencl")
+    where = device()
+    rng = np.random.default_rng(0)
+    x_host, z_host = rng.random(n), rng.random(n)
+    x, z = iz.to_device(x_host), iz.to_device(z_host)
+    outs = [iz.to_device(np.zeros(n)) for _ in range(calls)]
+    shadows = [[iz.to_device(np.zeros(n)) for _ in range(3)] for _ in range(calls)]  # d_y, d_x, d_z per call
+    checks = {"copy": Check("enqueue_copy in a row: y against x", 0.0, COPY_REASON),
+              "primal": gpu_check("elementwise primal in a row: y against numpy's a*x*x + z"),
+              "gradient": gpu_check("elementwise gradient in a row: y, d_x, d_z, d_y, d_a against numpy's")}
+    primal_reference = 1.5 * x_host * x_host + z_host
+    gradient_reference = {"y": primal_reference, "d_x": 3.0 * x_host, "d_z": np.ones(n), "d_y": np.zeros(n),
+                          "d_a": float(np.sum(x_host * x_host))}
+    primal = iz.kernel(elementwise, backend="opencl")
+
+    def batch(call: Callable[[int], object]) -> tuple[float, list[object]]:
+        call(0)  # compiles, records the launches
+        clear(*outs)
+        for d_y, d_x, d_z in shadows:
+            d_y.set(np.ones(n))
+            clear(d_x, d_z)
+        start = time.perf_counter()
+        returned = [call(k) for k in range(calls)]
+        return (time.perf_counter() - start) / calls, returned
+
+    def device_copy(k: int) -> None:
+        cl.enqueue_copy(where.queue, outs[k].data, x.data, byte_count=8 * n)
+        where.queue.finish()
+    copy_s, _ = batch(device_copy)
+    for out in outs:
+        checks["copy"].compare(out.get(), x_host)
+    primal_s, _ = batch(lambda k: primal(outs[k], x, z, 1.5))
+    for out in outs:
+        checks["primal"].compare(out.get(), primal_reference)
+    gradient_s, returned = batch(lambda k: iz.autodiff(primal, Duplicated(outs[k], shadows[k][0]),
+                                                       Duplicated(x, shadows[k][1]), Duplicated(z, shadows[k][2]),
+                                                       Active(1.5), backend="opencl"))
+    for out, (d_y, d_x, d_z), result in zip(outs, shadows, returned, strict=True):
+        checks["gradient"].compare({"y": out.get(), "d_x": d_x.get(), "d_z": d_z.get(), "d_y": d_y.get(),
+                                    "d_a": result[1][0]}, gradient_reference)  # type: ignore[index]
+    gb = 1e-9
+    return ({"n": n, "calls": calls, "copy_GBps": 16 * n * gb / copy_s, "primal_GBps": 24 * n * gb / primal_s,
+             "gradient_GBps": 80 * n * gb / gradient_s, "primal_ms": primal_s * 1e3,
+             "gradient_ms": gradient_s * 1e3}, checks)
+
+
 def shared_parameter(n: int, mode: str, repeats: int) -> tuple[dict[str, object], Check]:
     os.environ["ISOZYME_OPENCL_REDUCTION"] = mode
     kernel = iz.kernel(shared, backend="opencl")  # a new kernel object: compiled for this mode
@@ -301,6 +355,13 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"{b['gradient_GBps']:.0f} GB/s = {100 * b['gradient_GBps'] / b['copy_GBps']:.0f}% "
           f"({b['primal_ms']:.2f} / {b['gradient_ms']:.2f} ms at n = {options.n}; {verdict(list(checks.values()))})",
           flush=True)
+    b, checks = back_to_back(options.n, options.repeats)
+    every_check += checks.values()
+    report["back_to_back"] = {**b, "check": checks_json(checks)}
+    print(f"in a row ({b['calls']} calls each): copy {b['copy_GBps']:.0f} GB/s; elementwise primal "
+          f"{b['primal_GBps']:.0f} GB/s = {100 * b['primal_GBps'] / b['copy_GBps']:.0f}% of copy; gradient "
+          f"{b['gradient_GBps']:.0f} GB/s = {100 * b['gradient_GBps'] / b['copy_GBps']:.0f}% "
+          f"({b['primal_ms']:.2f} / {b['gradient_ms']:.2f} ms; {verdict(list(checks.values()))})", flush=True)
     row, check = shared_parameter(options.shared, "group", options.repeats)
     rows = [row]
     every_check.append(check)

@@ -65,6 +65,29 @@ def test_opencl_gpu_runs_end_to_end_and_checks_every_call(tmp_path: Path) -> Non
 
 
 @needs_opencl
+@pytest.mark.parametrize("wrong", [2, 4])  # the first call of the batch, the last
+def test_opencl_gpu_in_a_row_checks_each_call_of_the_batch(wrong: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`back_to_back` compares every call of a batch with numpy: a gradient call whose d_x is off by 1e-6 of
+    its scale fails the gradient's check (the 1st call compiles, the 2nd to 4th are the batch), the
+    primal's and the copy's still pass."""
+    import opencl_gpu
+
+    autodiff, perturb = iz.autodiff, perturb_call(wrong)
+
+    def wrong_once(kernel: iz.Kernel, *args: Any, **options: Any) -> Any:
+        returned = autodiff(kernel, *args, **options)
+        d_x = args[1].shadow
+        host = d_x.get()
+        perturb(host)
+        d_x.set(host)
+        return returned
+    monkeypatch.setattr(opencl_gpu.iz, "autodiff", wrong_once)
+    _, checks = opencl_gpu.back_to_back(1000, 3)
+    assert checks["copy"].passed and checks["primal"].passed and checks["copy"].calls == 3
+    assert not checks["gradient"].passed and checks["gradient"].calls == 3
+
+
+@needs_opencl
 def test_opencl_gpu_fails_on_a_wrong_gpu_gradient_in_one_call_of_twenty(tmp_path: Path,
                                                                        monkeypatch: pytest.MonkeyPatch,
                                                                        capsys: pytest.CaptureFixture) -> None:
