@@ -10,9 +10,12 @@ CI (PoCL) the same tests run once each at small sizes.
 
 - `prange` kernels with at least 100k work items (many work groups: shared parameters summed by group
   reductions and atomics, stencils, a scratch array per work item, time stepping), their gradients;
+- atomic adds of a warp into one element, into scattered elements and from a branch some lanes take, with
+  warp sums and without;
 - the GMM objective with its loop over points a `prange` (benchmarks/opencl_gpu.py, the kernel whose
-  gradient was wrong on an H100) at ADBench's sizes n=1000 d=10 K=25, n=1000 d=64 K=100 and n=100k d=10 K=25,
-  against the llvm gradient of examples/gmm.py's serial kernel;
+  gradient was wrong on an H100) and with a work item per component and point (benchmarks/gmm_gpu_kernels.py)
+  at ADBench's sizes n=1000 d=10 K=25, n=1000 d=64 K=100 and n=100k d=10 K=25, against the llvm gradient of
+  examples/gmm.py's serial kernel;
 - ADBench's GMM, BA (sum of squares) and LSTM gradients (isozyme/benchmark_suite) at their sizes;
 - the examples' kernels and gradients (heat, matvec, the MLP, norm).
 
@@ -169,35 +172,21 @@ def test_atomic_adds_of_a_warp_in_f32() -> None:
 GMM_SIZES = [(1000, 10, 25), (1000, 64, 100), (100_000, 10, 25)] if real_sizes() else [(60, 3, 4), (33, 5, 7)]
 
 
-@pytest.mark.parametrize(("n", "d", "k"), GMM_SIZES, ids=[f"n{n}_d{d}_K{k}" for n, d, k in GMM_SIZES])
-def test_gmm_prange_gradient_matches_the_serial_kernel(n: int, d: int, k: int) -> None:
-    from opencl_gpu import gmm_prange
-
-    gmm = load_example("gmm")
-    data = gmm.gmm_data(d, k, n, seed=0)
-    args = [data.alphas, data.means, data.icf]
-    log_gamma_d = gmm.log_gamma_distrib(0.5 * (d + data.m + 1), d)
-
-    def gradient(kernel: iz.Kernel, backend: str) -> list[np.ndarray]:
-        shadows = [np.zeros_like(a) for a in args]
-        call = [*(iz.Duplicated(a, s) for a, s in zip(args, shadows, strict=True)), data.x]
-        value, _ = iz.autodiff(kernel, *call, data.gamma, data.m, log_gamma_d, backend=backend)
-        return [np.array([value]), *shadows]
-    expected = gradient(gmm.gmm_objective, "llvm")
-    for call in range(repeats()):
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", SerialLoopWarning)  # the loop over points runs in parallel
-            got = gradient(gmm_prange, "opencl")
-        for name, a, b in zip(("value", "d_alphas", "d_means", "d_icf"), got, expected, strict=True):
-            assert_close(a, b, f"GMM n={n} d={d} K={k}, call {call + 1}: {name}")
-
-
-@pytest.mark.parametrize(("n", "d", "k"), GMM_SIZES, ids=[f"n{n}_d{d}_K{k}" for n, d, k in GMM_SIZES])
-def test_gmm_pairs_gradient_matches_the_serial_kernel(n: int, d: int, k: int) -> None:
-    """benchmarks/gmm_gpu_kernels.py's `gmm_pairs` (a work item per component and point, component-major:
-    warp sums of the adjoints of `icf` and `means`) against examples/gmm.py's serial kernel on llvm."""
+def _gmm_gpu_kernel(name: str) -> iz.Kernel:
+    """opencl_gpu.py's `gmm_prange` (a work item per point) or gmm_gpu_kernels.py's `gmm_pairs` (a work item
+    per component and point, component-major: warp sums of the adjoints of `icf` and `means`)."""
+    if name == "gmm_prange":
+        from opencl_gpu import gmm_prange
+        return gmm_prange
     from gmm_gpu_kernels import gmm_pairs
+    return gmm_pairs
 
+
+@pytest.mark.parametrize("kernel", ["gmm_prange", "gmm_pairs"])
+@pytest.mark.parametrize(("n", "d", "k"), GMM_SIZES, ids=[f"n{n}_d{d}_K{k}" for n, d, k in GMM_SIZES])
+def test_gmm_gpu_gradient_matches_the_serial_kernel(n: int, d: int, k: int, kernel: str) -> None:
+    """The GPU formulations of the GMM objective against examples/gmm.py's serial kernel on llvm, every
+    prange loop in parallel."""
     gmm = load_example("gmm")
     data = gmm.gmm_data(d, k, n, seed=0)
     args = [data.alphas, data.means, data.icf]
@@ -212,9 +201,9 @@ def test_gmm_pairs_gradient_matches_the_serial_kernel(n: int, d: int, k: int) ->
     for call in range(repeats()):
         with warnings.catch_warnings():
             warnings.simplefilter("error", SerialLoopWarning)  # every prange loop runs in parallel
-            got = gradient(gmm_pairs, "opencl")
+            got = gradient(_gmm_gpu_kernel(kernel), "opencl")
         for name, a, b in zip(("value", "d_alphas", "d_means", "d_icf"), got, expected, strict=True):
-            assert_close(a, b, f"GMM pairs n={n} d={d} K={k}, call {call + 1}: {name}")
+            assert_close(a, b, f"GMM {kernel} n={n} d={d} K={k}, call {call + 1}: {name}")
 
 
 # --- ADBench's GMM, BA and LSTM, the examples ----------------------------------------------------------
