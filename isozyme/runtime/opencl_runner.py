@@ -286,8 +286,8 @@ class Runner:
             self._resume(control, served=False)
 
     def _launch(self, number: int, trip: int, control: Any, sequence: int = 0) -> None:
-        """Launch loop `number` over `trip` iterations, or (`sequence` > 0) replay it for that request with
-        the launch size of `trip` iterations."""
+        """Launch loop `number` over `trip` iterations, or (`sequence` > 0) replay it for that request, `trip`
+        being the previous call's (`_groups` sizes both)."""
         size = self.program.group_size
         groups = self._groups(trip, size, replayed=sequence > 0)
         words = groups * self.program.loops[number].accumulators
