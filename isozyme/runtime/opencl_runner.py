@@ -75,7 +75,6 @@ def heap_megabytes() -> int:
     return int(value)
 
 
-
 MAX_REPLAYED = 4096
 """The most steps a call replays (`Runner._replay`): a longer run records none."""
 
@@ -100,9 +99,7 @@ GROUPS_PER_UNIT = 8
 """Work groups per compute unit that a parallel loop's launch asks for."""
 
 
-
 _SCALAR_DTYPES = {"i1": np.uint8, "i32": np.int32, "i64": np.int64, "f32": np.float32, "f64": np.float64}
-
 
 
 class Runner:
@@ -337,7 +334,7 @@ class Runner:
         """The arguments every program kernel takes first: the entry's `args`, then each site's buffer; the
         list of the previous call (or request) when they are the same, so that `_enqueue` skips them."""
         base = [*args, *(buffer for buffer, _ in self.sites)]
-        previous = getattr(self, "base", None)
+        previous = self.base
         if previous is not None and len(previous) == len(base) and all(map(_same, previous, base)):
             return previous
         return base
