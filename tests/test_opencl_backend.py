@@ -412,11 +412,11 @@ def test_build_options_choose_the_atomic_adds(monkeypatch: pytest.MonkeyPatch) -
 
 def test_the_warp_sums_are_in_the_program_source() -> None:
     """Every program carries the warp sums behind the macros that select them (NVIDIA's compiler sees them)."""
-    source = iz.show_ir(iz.kernel(lambda_free_kernel), "opencl")
+    source = iz.show_ir(iz.kernel(copy_kernel), "opencl")
     assert "#if defined(IZ_PTX_ATOMICS) && !defined(IZ_NO_WARP_SUMS)" in source
     assert "vote.sync.all.pred" in source and "shfl.sync.bfly.b32" in source and "activemask.b32" in source
 
 
-def lambda_free_kernel(y: Array[f64], x: Array[f64]):
+def copy_kernel(y: Array[f64], x: Array[f64]):
     for i in iz.prange(len(x)):
         y[i] = x[i]
