@@ -12,9 +12,11 @@ Every figure is measured in this one run, side by side (machines are shared and 
    adds into d_x and d_z (80 per element in all). d_y is set again before each call, d_x and d_z zeroed,
    untimed. The reference is a device-to-device copy of the same arrays (`enqueue_copy`, 16 bytes per
    element) and isozyme's own copy kernel. Each timed call starts on an idle GPU (its arrays were set,
-   and the previous call checked, in between). Then *in a row* (`back_to_back`): `--repeats` calls one
-   right after the other, each on arrays of its own (set before the batch, untimed, each call's checked
-   after it), the time per call of the batch, against as many device copies in a row: a kernel called
+   and the previous call checked, in between: the host's CPU has streamed the arrays through its caches
+   and slowed down meanwhile, so the host's part of a call takes several times longer than in a row).
+   Then *in a row* (`back_to_back`): `--repeats` calls one right after the other, each on arrays of its
+   own (set before the batch, untimed, each call's checked after it), the median time of a call of the
+   batch (each returns when its work is done), against as many device copies in a row: a kernel called
    again and again, as in a training loop.
 2. `shared`: y[i] = p[0]*x[i]; the gradient adds x[i]*d_y[i] of every work item into d_p[0]. With work-group
    reductions (the default) and with ISOZYME_OPENCL_REDUCTION=atomic (one compare-and-swap add per work item).
@@ -211,9 +213,12 @@ def back_to_back(n: int, calls: int) -> tuple[dict[str, float], dict[str, Check]
         for d_y, d_x, d_z in shadows:
             d_y.set(np.ones(n))
             clear(d_x, d_z)
-        start = time.perf_counter()
-        returned = [call(k) for k in range(calls)]
-        return (time.perf_counter() - start) / calls, returned
+        times, returned = [], []
+        for k in range(calls):  # each call returns when its work is done: time each, take the median
+            start = time.perf_counter()
+            returned.append(call(k))
+            times.append(time.perf_counter() - start)
+        return statistics.median(times), returned
 
     def device_copy(k: int) -> None:
         cl.enqueue_copy(where.queue, outs[k].data, x.data, byte_count=8 * n)

@@ -184,3 +184,65 @@ def test_a_replayed_launch_is_not_sized_by_a_smaller_previous_call():
     assert launch.global_size[0] >= groups * launch.local_size[0] > 256
     np.testing.assert_allclose(y, np.tanh(x), rtol=1e-14)
     assert total == pytest.approx(float(np.sum(np.tanh(x) ** 2)), rel=1e-12)
+
+
+def scaled(y: Array[f64], x: Array[f64], a: f64):
+    for i in iz.prange(len(x)):
+        y[i] = a * x[i]
+
+
+def test_a_loop_without_sums_runs_one_work_item_per_iteration_replayed_or_not():
+    """An elementwise loop (no sums to reduce per group) is launched with a work item per iteration, on a GPU
+    too, also when replayed after a call of the same size; replayed after a smaller call (a script keeps
+    the trip count of the call the host served), its work items take several iterations each. Every
+    call's result is numpy's."""
+    launches = []
+    for sizes in ((300_000, 300_000), (10, 300_000)):
+        kernel = iz.kernel(scaled, backend="opencl")
+        for n in sizes:
+            x = np.linspace(0.0, 1.0, n)
+            y = np.zeros_like(x)
+            _, call = call_profiled(kernel, y, x, 2.5)
+            np.testing.assert_array_equal(y, 2.5 * x, err_msg=f"n={n}")
+            [launch] = [launch for launch in call.launches if launch.kind == "loop"]
+            launches.append((launch.name.endswith("(replayed)"), launch.global_size[0]))
+    assert launches[0][0] is False and launches[0][1] >= 300_000
+    assert launches[1][0] is True and launches[1][1] >= 300_000
+    assert launches[3][0] is True and launches[3][1] < 300_000
+
+
+def test_a_counted_call_after_others_counts_what_a_first_call_counts():
+    """A counted call makes every local array ask the host (its buffer's capacity reads 0 on the device),
+    also after calls that allocated them, and the call after it replays with the capacities back."""
+    from isozyme.runtime import opencl_counters
+
+    x = np.linspace(0.0, 1.0, 2 * SERIAL_CLEAR_LIMIT, endpoint=False)
+    counts = []
+    for warm in (False, True):
+        kernel = iz.kernel(histogram, backend="opencl")
+        if warm:
+            kernel(np.zeros(3 * SERIAL_CLEAR_LIMIT), x, 3 * SERIAL_CLEAR_LIMIT)
+        with opencl_counters.counting() as stats:
+            out = np.zeros(3 * SERIAL_CLEAR_LIMIT)
+            kernel(out, x, 3 * SERIAL_CLEAR_LIMIT)
+        counts.append((stats.loop_bytes_read, stats.loop_bytes_written, stats.buffer_allocations > 0))
+        _, call = call_profiled(kernel, out, x, 3 * SERIAL_CLEAR_LIMIT)
+        m = 3 * SERIAL_CLEAR_LIMIT
+        np.testing.assert_array_equal(out, np.bincount((x * m).astype(int), minlength=m) * np.arange(1, m + 1))
+        assert call.round_trips == 1
+    assert counts[0] == counts[1]
+
+
+def test_loops_with_atomic_adds_are_marked_so_and_the_mark_survives_the_disk_cache():
+    """The runner launches a loop with atomic adds (or sums) with at most its device's `max_groups` groups,
+    others with a work item per iteration: the program says which loops make atomic adds."""
+    from isozyme.codegen.opencl_program import emit_opencl
+    from isozyme.runtime import disk_cache
+    from isozyme.runtime.opencl_backend import _decoded, _metadata
+
+    for function, expected in ((histogram, [True, False]), (scaled, [False])):
+        module, entry = iz.kernel(function, backend="opencl").optimized("O2")
+        program = emit_opencl(module, entry, iz.kernel(function).codegen_options(), frozenset())
+        assert [loop.atomics for loop in program.loops] == expected, function.__name__
+        decoded = _decoded(disk_cache.Entry(_metadata(program), program.source.encode(), None))
+        assert decoded is not None and [loop.atomics for loop in decoded.loops] == expected

@@ -33,6 +33,9 @@ assert SERVED < REDUCTIONS
 HEADER_WORDS = SERVED + 1
 """The words the host reads after each run of the serial kernel."""
 DONE, LAUNCH, ALLOC, GROW, CLEAR = 1, 2, 3, 4, 5
+REPLAYED, SERVED_BY_HOST, START = 0, 1, 2
+"""The serial kernel's `served` argument: a resume enqueued after a replayed step, one after the host
+served the request, the first run of a call (which zeroes the control words the host does not keep)."""
 GROUP_SIZE = 256
 """Work items per group in a kernel with work-group reductions (a power of two) unless the runtime chooses
 another for its device (`emit_opencl`'s `group_size`, `runtime/opencl_backend.group_size`)."""

@@ -55,6 +55,8 @@ class BodyRenderer(FunctionRenderer):
         """Work items per group of the kernel when it has work-group sums (a power of two)."""
         self.serial = serial
         self.naive = reduction == "atomic"
+        self.atomics = False
+        """Does an iteration make atomic adds (`_body_atomic_add`)? Set while rendering."""
         self.inputs: list[tuple[str, str]] = []
         """What the kernel reads once and passes to every iteration: C type and expression."""
         self.accumulators: list[tuple[ScalarType, Instruction | Phi]] = []
@@ -265,6 +267,7 @@ def _body_atomic_add(r: FunctionRenderer, inst: Instruction) -> None:
     elif mode == "owned":
         r.emit(f"{target} = {wrapping_add(r.lang, element, target, r.name(value))};")
     else:
+        r.atomics = True
         r.emit(atomic_add(r.lang, element, f"&{target}", r.name(value)))
 
 

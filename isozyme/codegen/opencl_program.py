@@ -73,6 +73,8 @@ class LoopKernel:
     location: str
     accumulators: int
     """How many sums its work groups reduce (the work-group size is then the program's `group_size`)."""
+    atomics: bool = False
+    """Does an iteration make atomic adds (into elements other work items may add into)?"""
 
 
 @dataclass
@@ -162,6 +164,6 @@ def emit_opencl(module: Module, entry: Function, options: CodegenOptions, writab
     for body in body_lines:
         lines += body
     lines += ["", *serial_lines, "", *clear_kernel()]
-    kernels = [LoopKernel(f"iz_par{b.loop.number}", b.loop.location, len(b.accumulators)) for b in bodies]
+    kernels = [LoopKernel(f"iz_par{b.loop.number}", b.loop.location, len(b.accumulators), b.atomics) for b in bodies]
     return OpenCLProgram("\n".join(lines) + "\n", "iz_serial", kernels, serial.allocs, serial.layout.next,
                          lang.sites, serial_reasons, lang.uses_heap, writable, serial.capacities, group_size)

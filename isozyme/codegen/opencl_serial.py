@@ -19,6 +19,7 @@ from isozyme.codegen.opencl_control import (
     DONE,
     ERROR,
     GROW,
+    HEAP_WORDS,
     KIND,
     LAUNCH,
     REDUCTIONS,
@@ -26,6 +27,7 @@ from isozyme.codegen.opencl_control import (
     RETURN,
     SEQUENCE,
     SERVED,
+    START,
     AllocSite,
     Layout,
     argument_declarations,
@@ -108,10 +110,14 @@ class SerialRenderer(FunctionRenderer):
                   "__global long* heap", "long served"]
         head = [f"__kernel void iz_serial({', '.join(params)}) {{", f"  __global long* err = ctl + {ERROR};",
                 *argument_declarations(self.lang, self.function)]
-        # a replayed resume (`served` 0) goes on only if a replayed kernel served the request (a launch or
-        # a clear); after the end or an error it does nothing
+        # the first run of a call (`served` 2) zeroes the control words but the host's (the heap's size, the
+        # sites' capacities), so the host writes them only when they change; a replayed resume (`served` 0)
+        # goes on only if a replayed kernel served the request (a launch or a clear); after the end or an
+        # error it does nothing
         replayed = f"(ctl[{KIND}] == {LAUNCH} || ctl[{KIND}] == {CLEAR}) && ctl[{SERVED}] == ctl[{SEQUENCE}]"
-        start = [f"  if (err[0] != 0 || ctl[{KIND}] == {DONE}) return;",
+        start = [f"  if (served == {START}) {{ for (int w = 0; w < {self.capacities}; w++) "
+                 f"if (w != {HEAP_WORDS}) ctl[w] = 0; }}",
+                 f"  if (err[0] != 0 || ctl[{KIND}] == {DONE}) return;",
                  f"  if (ctl[{RESUME}] != 0) {{ if (!served && !({replayed})) return; goto RESTORE; }}"]
         return [*head, *self.decls, *start, *self.lines, "}"]
 

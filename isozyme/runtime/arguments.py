@@ -44,6 +44,8 @@ class Parameter:
 def bind(kernel: str, params: Sequence[Parameter], args: Sequence[object],
          kwargs: Mapping[str, object]) -> list[object]:
     """Arguments in parameter order, from positional and keyword arguments, as Python binds them."""
+    if not kwargs and len(args) == len(params):
+        return list(args)
     names = [p.name for p in params]
     signature = f"kernel '{kernel}' takes {len(params)} argument(s) ({', '.join(names)})"
     if len(args) > len(params):
@@ -130,17 +132,19 @@ def writable_parameters(module: Module, entry: Function) -> frozenset[int]:
 def check_no_overlap(kernel: str, params: Sequence[Parameter], values: Sequence[object]) -> None:
     """Two array arguments must not share memory (for C-contiguous arrays `may_share_memory` is exact; device
     arrays share memory when they share a buffer, and never with a numpy array)."""
-    arrays = [(p.name, v) for p, v in zip(params, values, strict=True) if isinstance(v, np.ndarray | DeviceArray)]
+    arrays = [(p.name, v) for p, v in zip(params, values, strict=True) if isinstance(v, np.ndarray)]
+    buffers: dict[int, str] = {}  # device arrays: by their buffer's handle
+    for param, value in zip(params, values, strict=True):
+        if isinstance(value, DeviceArray):
+            other = buffers.setdefault(value.data.int_ptr, param.name)
+            if other != param.name:
+                _overlap(kernel, other, param.name)
     for i, (name_a, a) in enumerate(arrays):
         for name_b, b in arrays[i + 1:]:
-            if _share_memory(a, b):
-                raise ValueError(f"parameters '{name_a}' and '{name_b}' of kernel '{kernel}' share memory; "
-                                 "isozyme assumes distinct array arguments do not overlap")
+            if np.may_share_memory(a, b):
+                _overlap(kernel, name_a, name_b)
 
 
-def _share_memory(a: np.ndarray | DeviceArray, b: np.ndarray | DeviceArray) -> bool:
-    if isinstance(a, DeviceArray) and isinstance(b, DeviceArray):
-        return a.shares_buffer(b)
-    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
-        return np.may_share_memory(a, b)
-    return False  # host memory and device memory never overlap
+def _overlap(kernel: str, name_a: str, name_b: str) -> None:
+    raise ValueError(f"parameters '{name_a}' and '{name_b}' of kernel '{kernel}' share memory; "
+                     "isozyme assumes distinct array arguments do not overlap")

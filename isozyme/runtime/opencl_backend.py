@@ -133,9 +133,9 @@ def _runner(name: str, program: OpenCLProgram, types: Sequence[Any], return_type
     return Runner(name, program, build(program.source, where), where, types, return_type)
 
 
-CACHE_FORMAT = "isozyme opencl backend 4"
+CACHE_FORMAT = "isozyme opencl backend 5"
 """Changes when what the backend stores changes (2: the writable parameters; 3: the capacity words; 4: the
-work-group size)."""
+work-group size; 5: whether a loop makes atomic adds)."""
 _programs: dict[str, OpenCLProgram] = {}
 """Programs made or loaded in this process, by cache key."""
 
@@ -166,7 +166,7 @@ def compile_cached(name: str, module: Module, entry: str, pipeline: str, optimiz
 
 
 def _metadata(program: OpenCLProgram) -> dict[str, object]:
-    return {"serial": program.serial, "loops": [[k.name, k.location, k.accumulators] for k in program.loops],
+    return {"serial": program.serial, "loops": [[k.name, k.location, k.accumulators, k.atomics] for k in program.loops],
             "allocs": [[a.element, a.fill, a.location] for a in program.allocs], "control_words": program.control_words,
             "sites": [site.to_json() for site in program.sites], "serial_loops": program.serial_loops,
             "uses_heap": program.uses_heap, "writable": sorted(program.writable), "capacities": program.capacities,
@@ -177,7 +177,7 @@ def _decoded(entry: disk_cache.Entry) -> OpenCLProgram | None:
     meta = entry.metadata
     try:
         return OpenCLProgram(entry.payload.decode(), str(meta["serial"]),
-                             [LoopKernel(str(n), str(at), int(a)) for n, at, a in meta["loops"]],  # type: ignore
+                             [LoopKernel(str(n), str(at), int(a), bool(t)) for n, at, a, t in meta["loops"]],  # type: ignore
                              [AllocSite(str(e), f, at) for e, f, at in meta["allocs"]],  # type: ignore
                              int(meta["control_words"]),  # type: ignore[call-overload]
                              [ErrorSite.from_json(site) for site in meta["sites"]],  # type: ignore

@@ -1,10 +1,11 @@
 """The host's side of a kernel's run on OpenCL (`Runner`): what a call of a program
 (`codegen/opencl_program.py`) does between its arguments and its result.
 
-A call copies numpy arrays into buffers (device arrays are used in place), then runs the serial kernel and
+A call copies numpy arrays into buffers (device arrays are used in place; each position's buffer is kept
+for the next call of the same size), then runs the serial kernel and
 serves its requests until it is done: LAUNCH a parallel loop's kernel (as many work groups as the trip
-count needs; on a GPU at most `GROUPS_PER_UNIT` per compute unit, each work item then taking several
-iterations), ALLOC or GROW a local array's buffer (kept from call to call, grown when a call needs more),
+count needs; on a GPU, for a loop with sums or atomic adds, at most `GROUPS_PER_UNIT` per compute unit,
+each work item then taking several iterations), ALLOC or GROW a local array's buffer (kept from call to call, grown when a call needs more),
 CLEAR bytes of one. It then copies back the numpy arrays the program may write (`OpenCLProgram.writable`;
 the others, read-only ones too, are only copied in) and checks the error record: a failure raises the
 exception the interpreter raises (`codegen/error_sites.py`).
@@ -53,9 +54,12 @@ from isozyme.codegen.opencl_control import (
     HEAP_WORDS,
     KIND,
     LAUNCH,
+    REPLAYED,
     RETURN,
     SEQUENCE,
     SERVED,
+    SERVED_BY_HOST,
+    START,
     AllocSite,
 )
 from isozyme.codegen.opencl_program import CLEAR_KERNEL, OpenCLProgram
@@ -96,7 +100,10 @@ REPLAYED_GROUPS_PER_CORE = 4
 """Work groups per core, at least, of a replayed launch on a CPU device (`Runner._groups`)."""
 
 GROUPS_PER_UNIT = 8
-"""Work groups per compute unit that a parallel loop's launch asks for."""
+"""Work groups per compute unit that a parallel loop with sums asks for on a GPU."""
+
+MAX_GROUPS = 1 << 22
+"""The most work groups of a launch (each work item then takes every size-th iteration)."""
 
 
 _SCALAR_DTYPES = {"i1": np.uint8, "i32": np.int32, "i64": np.int64, "f32": np.float32, "f64": np.float64}
@@ -121,7 +128,8 @@ class Runner:
         self.entry_args: list[object] = []
         """The entry's arguments in the call in progress."""
         cl = import_pyopencl()
-        self.serial = cl.Kernel(built, program.serial)
+        self.serials = {mode: cl.Kernel(built, program.serial) for mode in (START, REPLAYED, SERVED_BY_HOST)}
+        """The serial kernel, one kernel object per value of its `served` argument (so no launch sets it)."""
         self.loops = [cl.Kernel(built, loop.name) for loop in program.loops]
         self.clear = cl.Kernel(built, CLEAR_KERNEL)
         self.types = types
@@ -141,7 +149,14 @@ class Runner:
         """What the call in progress counts (`counting()` active), else None."""
         self.control_host = np.zeros(program.control_words, dtype=np.int64)
         self.control = cl.Buffer(where.context, cl.mem_flags.READ_WRITE, self.control_host.nbytes)
-        """The control buffer (`codegen/opencl_control.py`), written from `control_host` at each call."""
+        """The control buffer (`codegen/opencl_control.py`). The first run of the serial kernel in a call
+        zeroes it but for the words the host keeps there (the heap's size, the sites' capacities), which the
+        host writes from `control_host` when they change."""
+        self.kept: tuple[int, ...] | None = None
+        """The words the host keeps in the control buffer, as last written there."""
+        self.argument_buffers: dict[int, Any] = {}
+        """The buffer of each numpy array argument by position, reused by the next call whose array has as
+        many bytes (allocating one costs a driver call, and freeing one waits for the GPU)."""
         self.script: list[Step] | None = None
         """The launches and clears of the previous call, which the next call replays (`_replay`); None
         after a call that failed."""
@@ -180,7 +195,10 @@ class Runner:
             elif isinstance(ty, ArrayType):
                 array: np.ndarray = value  # type: ignore[assignment]
                 host = array if array.size else np.zeros(1, dtype=array.dtype)  # no empty buffers in OpenCL
-                buffer = cl.Buffer(where.context, flags.READ_WRITE, host.nbytes)
+                buffer = self.argument_buffers.get(position)
+                if buffer is None or buffer.size != host.nbytes:
+                    buffer = self.argument_buffers[position] = cl.Buffer(where.context, flags.READ_WRITE,
+                                                                         host.nbytes)
                 self._note(cl.enqueue_copy(queue, buffer, host, is_blocking=False), "copy-in", f"arg {position}",
                            nbytes=host.nbytes)
                 args += [buffer, *(np.int64(extent) for extent in array.shape)]
@@ -192,13 +210,15 @@ class Runner:
         while len(self.sites) < len(self.program.allocs):
             self.sites.append((self._buffer(self.program.allocs[len(self.sites)], 1), 1))
         control = self.control_host
-        control[:] = 0
         control[HEAP_WORDS] = self.heap[1]
-        if not opencl_counters.active():  # counting: every alloc asks the host, which counts its elements
-            first = self.program.capacities
-            control[first:first + len(self.sites)] = [capacity for _, capacity in self.sites]
+        first = self.program.capacities
+        counting = opencl_counters.active()  # counting: every alloc asks the host, which counts its elements
+        control[first:first + len(self.sites)] = [0 if counting else capacity for _, capacity in self.sites]
+        kept = (int(control[HEAP_WORDS]), *(int(word) for word in control[first:]))
         control_buffer = self.control
-        cl.enqueue_copy(queue, control_buffer, control, is_blocking=False)  # the call ends with a finish
+        if kept != self.kept:
+            cl.enqueue_copy(queue, control_buffer, control, is_blocking=False)  # the call ends with a finish
+            self.kept = kept
         self.entry_args, self.base = args, self._base_args(args)
         header = np.zeros(HEADER_WORDS, dtype=np.int64)
         self.counted = _CountedCall.start(self, values, uploads, copies) if opencl_counters.active() else None
@@ -225,7 +245,7 @@ class Runner:
         cl = import_pyopencl()
         queue = self.queue
         script = self.script if self.counted is None and replay_enabled() else None
-        self._resume(control, served=False)
+        self._resume(control, START)
         if script:
             self._replay(script, control)
         steps: list[Step] | None = None  # the script's steps that ran, once the header says which
@@ -254,13 +274,13 @@ class Runner:
                 self._clear(int(header[ARG0]), int(header[ARG1]), int(header[ARG2]))
             else:
                 raise RuntimeError(f"the serial kernel made an unknown request {kind}")
-            self._resume(control, served=True)
+            self._resume(control, SERVED_BY_HOST)
         self.script = steps if header[ERROR] == 0 and len(steps) <= MAX_REPLAYED else None
 
-    def _resume(self, control: Any, served: bool) -> None:
-        """Run (or resume) the serial kernel; `served`: the host served its request (else only a replayed
-        kernel that served it lets it go on)."""
-        self._note(self._enqueue(self.serial, (1,), (1,), self.base, [control, self.heap[0], np.int64(served)]),
+    def _resume(self, control: Any, mode: int) -> None:
+        """Run the serial kernel (`mode` START) or resume it: after the host served its request
+        (SERVED_BY_HOST), or after a replayed step (REPLAYED: it goes on only if that step served it)."""
+        self._note(self._enqueue(self.serials[mode], (1,), (1,), self.base, [control, self.heap[0], np.int64(mode)]),
                    "serial", "iz_serial", (1,), (1,))
         if self.counted is not None:
             opencl_counters.add("serial_launches")
@@ -276,18 +296,18 @@ class Runner:
             if kind == LAUNCH:
                 self._launch(a, b, control, sequence=sequence)
             else:
-                groups = self._groups(c // 8, GROUP_SIZE, replayed=True)
+                groups = self._groups(c // 8, GROUP_SIZE, replayed=True, reduces=False)
                 self._note(self._enqueue(self.clear, (groups * GROUP_SIZE,), None, NO_ARGUMENTS,
                                          [self.sites[a][0], control, np.int64(a), np.int64(sequence)]),
                            "fill", f"site {a} (replayed)", (groups * GROUP_SIZE,), (), c)
-            self._resume(control, served=False)
+            self._resume(control, REPLAYED)
 
     def _launch(self, number: int, trip: int, control: Any, sequence: int = 0) -> None:
         """Launch loop `number` over `trip` iterations, or (`sequence` > 0) replay it for that request, `trip`
         being the previous call's (`_groups` sizes both)."""
-        size = self.program.group_size
-        groups = self._groups(trip, size, replayed=sequence > 0)
-        words = groups * self.program.loops[number].accumulators
+        size, loop = self.program.group_size, self.program.loops[number]
+        groups = self._groups(trip, size, replayed=sequence > 0, reduces=loop.accumulators > 0 or loop.atomics)
+        words = groups * loop.accumulators
         if words > self.partials[1]:
             self.partials = (self._buffer(AllocSite("i64", 0), words), words)
         local = (size,) if words else None
@@ -297,15 +317,20 @@ class Runner:
                                   np.int64(sequence)]),
                    "loop", name, (groups * size,), local or ())
 
-    def _groups(self, count: int, size: int, replayed: bool) -> int:
+    def _groups(self, count: int, size: int, replayed: bool, reduces: bool = True) -> int:
         """Work groups of `size` for a launch over `count` iterations: as many as it needs, at most
-        `max_groups`. A replayed launch's count is the previous call's, and the call's may be larger: it
-        takes `max_groups` on a GPU (a work item takes every size-th iteration, so any count is covered,
-        and a larger one at full speed; a work item with no iteration ends at once) and at least
-        `REPLAYED_GROUPS_PER_CORE` per core on a CPU."""
-        groups = min(max(-(-count // size), 1), self.max_groups)
+        `max_groups` for a loop that `reduces` (its groups reduce sums: the last group adds up one partial
+        sum per group; or it makes atomic adds: on an H100 the reverse loop of GMM's 2.5M (component, point)
+        pairs took 3.9 ms with a work item per pair against 3.1 with `max_groups`, its adds into one row
+        of d_icf contending) and `MAX_GROUPS` for the others (one work item per iteration runs an
+        elementwise loop some 8% faster on an H100 than `max_groups` that take several each). A replayed launch's count is the previous
+        call's, and the call's may be larger: on a GPU it takes at least `max_groups` (a work item takes
+        every size-th iteration, so any count is covered, and a larger one at full speed; a work item with
+        no iteration ends at once), on a CPU at least `REPLAYED_GROUPS_PER_CORE` per core."""
+        groups = min(max(-(-count // size), 1), self.max_groups if reduces else MAX_GROUPS)
         if replayed:
-            return self.max_groups if self.where.is_gpu else max(groups, REPLAYED_GROUPS_PER_CORE * self.where.units)
+            at_least = self.max_groups if self.where.is_gpu else REPLAYED_GROUPS_PER_CORE * self.where.units
+            return self.max_groups if reduces and self.where.is_gpu else max(groups, at_least)
         return groups
 
     def _enqueue(self, kernel: Any, global_size: tuple[int, ...], local_size: tuple[int, ...] | None,
@@ -318,15 +343,16 @@ class Runner:
         arguments kept keep the previous call's argument buffers alive until the next call replaces them."""
         previous = self.kernel_args.get(kernel)
         if previous is None or len(previous[0]) + len(previous[1]) != len(base) + len(rest):
-            kernel.set_args(*base, *rest)
+            for index, new in enumerate([*base, *rest]):
+                _set_arg(kernel, index, new)
         elif previous[0] is base:
             for index, (old, new) in enumerate(zip(previous[1], rest)):
                 if not _same(old, new):
-                    kernel.set_arg(len(base) + index, new)
+                    _set_arg(kernel, len(base) + index, new)
         else:
             for index, (old, new) in enumerate(zip([*previous[0], *previous[1]], [*base, *rest])):
                 if not _same(old, new):
-                    kernel.set_arg(index, new)
+                    _set_arg(kernel, index, new)
         self.kernel_args[kernel] = (base, rest)
         return import_pyopencl().enqueue_nd_range_kernel(self.queue, kernel, global_size, local_size)
 
@@ -524,6 +550,16 @@ class _CountedCall:
 
 NO_ARGUMENTS: list[object] = []
 """The `base` of a kernel that takes none of the program's common arguments (`iz_clear`)."""
+
+
+def _set_arg(kernel: Any, index: int, value: object) -> None:
+    """Set a kernel argument: a numpy scalar by its bytes (pyopencl's `set_arg` takes some 15 us to find
+    out what a numpy scalar is, as long as a kernel launch on a GPU; a buffer, 0.3 us), else `set_arg`."""
+    set_bytes = getattr(kernel, "_set_arg_buf", None)
+    if set_bytes is not None and isinstance(value, np.generic):
+        set_bytes(index, value)
+    else:
+        kernel.set_arg(index, value)
 
 
 def _same(old: object, new: object) -> bool:

@@ -6,6 +6,7 @@ the one of DESIGN section 3: `f64`, `i64`, `f64[?]` (1-D), `f64[?,?]` (2-D).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from enum import Enum
 
@@ -89,9 +90,9 @@ class ScalarType(Type):
     def is_bool(self) -> bool:
         return self.kind is ScalarKind.BOOL
 
-    @property
+    @functools.cached_property
     def numpy_dtype(self) -> np.dtype:
-        """The numpy dtype holding one value of this type."""
+        """The numpy dtype holding one value of this type (kept: every kernel call checks its arguments')."""
         return np.dtype(_NUMPY_DTYPES[str(self)])
 
     def __str__(self) -> str:
