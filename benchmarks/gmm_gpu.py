@@ -180,7 +180,8 @@ def kernel_of(variant: str, precision: str) -> iz.Kernel:
 
     if variant == "isozyme points":
         return gmm_prange
-    return (gmm_gpu_kernels if precision == "f64" else gmm_gpu_kernels.load(iz.f32)).gmm_pairs
+    module = gmm_gpu_kernels if precision == "f64" else gmm_gpu_kernels.load(iz.f32)
+    return module.gmm_staged if variant == "isozyme staged" else module.gmm_pairs
 
 
 def measure(n: int, d: int, K: int, precisions: list[str], peers: list[str], repeats: int,
@@ -192,6 +193,7 @@ def measure(n: int, d: int, K: int, precisions: list[str], peers: list[str], rep
         dtype = DTYPES[precision]
         variants: dict[str, tuple] = {}
         variants["isozyme pairs"] = isozyme_variant(kernel_of("isozyme pairs", precision), args, dtype)
+        variants["isozyme staged"] = isozyme_variant(kernel_of("isozyme staged", precision), args, dtype)
         if precision == "f64":
             variants["isozyme points"] = isozyme_variant(kernel_of("isozyme points", precision), args, dtype)
         if "jax" in peers:

@@ -102,3 +102,81 @@ def gmm_pairs(alphas: Array[FLOAT], means: Array[FLOAT, 2], icf: Array[FLOAT, 2]
         sum_q += sum_qs[k]
     prior = 0.5 * wishart_gamma * wishart_gamma * frobenius - wishart_m * sum_q
     return -n * d * HALF_LOG_2PI + slse - n * (iz.log(asum) + amax) + prior - K * c
+
+
+@iz.kernel
+def gmm_staged(alphas: Array[FLOAT], means: Array[FLOAT, 2], icf: Array[FLOAT, 2], x: Array[FLOAT, 2],
+               wishart_gamma: FLOAT, wishart_m: i64, log_gamma_d: FLOAT) -> FLOAT:
+    """`gmm_pairs` with its pairs loop in three stages, each a `prange` over the pairs t = k * n + i writing
+    arrays of shape (d, K * n) (a warp's work items touch neighbouring elements): xc[:, t] = x_i - mu_k, then
+    y[:, t] = Q_k xc[:, t], then the main term from the squares of y[:, t]. In the reverse pass the adjoint
+    of each xc[col, t] is a plain add into the work item's own element (not an atomic add into the adjoint
+    of `means` per row and column, as in `gmm_pairs`), and no value needs a tape: y is reloaded where the
+    squares need it."""
+    K, d, n = means.shape[0], means.shape[1], x.shape[0]
+    assert len(alphas) == K and icf.shape[0] == K and icf.shape[1] == d + d * (d - 1) // 2 and x.shape[1] == d
+    qdiag = iz.empty((K, d), FLOAT)
+    sum_qs = iz.empty(K, FLOAT)
+    for k in iz.prange(K):
+        s = 0.0
+        for j in range(d):
+            s += icf[k, j]
+            qdiag[k, j] = iz.exp(icf[k, j])
+        sum_qs[k] = s
+    xt = iz.empty((d, n), FLOAT)
+    for i in iz.prange(n):
+        for j in range(d):
+            xt[j, i] = x[i, j]
+    pairs = n * K
+    xc = iz.empty((d, pairs), FLOAT)
+    for t in iz.prange(pairs):
+        k = t // n
+        i = t - k * n
+        for j in range(d):
+            xc[j, t] = xt[j, i] - means[k, j]
+    y = iz.empty((d, pairs), FLOAT)
+    for t in iz.prange(pairs):
+        k = t // n
+        for row in range(d):
+            v = qdiag[k, row] * xc[row, t]
+            for col in range(row):  # Q_k[row, col] is icf[k, d + col * d - col * (col + 1) // 2 + row - col - 1]
+                v += icf[k, d + col * d - col * (col + 1) // 2 + row - col - 1] * xc[col, t]
+            y[row, t] = v
+    main_term = iz.empty(pairs, FLOAT)
+    for t in iz.prange(pairs):
+        k = t // n
+        norm = 0.0
+        for row in range(d):
+            norm += y[row, t] * y[row, t]
+        main_term[t] = alphas[k] + sum_qs[k] - 0.5 * norm
+    slse = 0.0
+    for i in iz.prange(n):
+        mx = main_term[i]
+        for k in range(1, K):
+            mx = max(mx, main_term[k * n + i])
+        s = 0.0
+        for k in range(K):
+            s += iz.exp(main_term[k * n + i] - mx)
+        slse += iz.log(s) + mx
+    amax = alphas[0]
+    for k in range(1, K):
+        amax = max(amax, alphas[k])
+    asum = 0.0
+    for k in range(K):
+        asum += iz.exp(alphas[k] - amax)
+    nu = d + wishart_m + 1
+    c = nu * d * (iz.log(wishart_gamma) - 0.5 * iz.log(2.0)) - log_gamma_d
+    width = icf.shape[1]
+    frobenius = 0.0
+    for t in iz.prange(K * width):
+        k = t // width
+        j = t - k * width
+        if j < d:
+            frobenius += qdiag[k, j] * qdiag[k, j]
+        else:
+            frobenius += icf[k, j] * icf[k, j]
+    sum_q = 0.0
+    for k in range(K):
+        sum_q += sum_qs[k]
+    prior = 0.5 * wishart_gamma * wishart_gamma * frobenius - wishart_m * sum_q
+    return -n * d * HALF_LOG_2PI + slse - n * (iz.log(asum) + amax) + prior - K * c
