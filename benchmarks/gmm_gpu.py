@@ -9,6 +9,8 @@ ADBench's GMM objective (`examples/gmm.py`), the gradient with respect to alphas
 Rows, per size and precision (f32 where the peer supports it; isozyme's f32 kernel is `gmm_gpu_kernels.load(f32)`):
 
 - `isozyme pairs`: `benchmarks/gmm_gpu_kernels.py`'s `gmm_pairs` (a work item per component and point);
+- `isozyme staged`: its `gmm_staged` (the same pairs in three stages through (d, K*n) arrays);
+- `isozyme blocked`: its `gmm_blocked` (a work item per component and four points);
 - `isozyme points`: `opencl_gpu.py`'s `gmm_prange` (a work item per point: the example's loops), f64 only;
 - `jax`: `jax.jit(jax.grad(...))` of ADBench's JAX formulation (`isozyme/benchmark_suite/peer_jax.py`) on the GPU;
 - `torch_compile`, `torch`: `torch.compile` and eager PyTorch of the same formulation
@@ -181,7 +183,7 @@ def kernel_of(variant: str, precision: str) -> iz.Kernel:
     if variant == "isozyme points":
         return gmm_prange
     module = gmm_gpu_kernels if precision == "f64" else gmm_gpu_kernels.load(iz.f32)
-    return module.gmm_staged if variant == "isozyme staged" else module.gmm_pairs
+    return getattr(module, "gmm_" + variant.removeprefix("isozyme "))  # pairs, staged, blocked
 
 
 def measure(n: int, d: int, K: int, precisions: list[str], peers: list[str], repeats: int,
@@ -193,7 +195,8 @@ def measure(n: int, d: int, K: int, precisions: list[str], peers: list[str], rep
         dtype = DTYPES[precision]
         variants: dict[str, tuple] = {}
         variants["isozyme pairs"] = isozyme_variant(kernel_of("isozyme pairs", precision), args, dtype)
-        variants["isozyme staged"] = isozyme_variant(kernel_of("isozyme staged", precision), args, dtype)
+        for name in ("isozyme staged", "isozyme blocked"):
+            variants[name] = isozyme_variant(kernel_of(name, precision), args, dtype)
         if precision == "f64":
             variants["isozyme points"] = isozyme_variant(kernel_of("isozyme points", precision), args, dtype)
         if "jax" in peers:
@@ -239,8 +242,8 @@ def print_row(row: dict[str, Any]) -> None:
         print(f"  {key:<22} {value:10.3f} ms{ratio}{compile_times}  {verdict} ({check['error']:.1e})", flush=True)
 
 
-COLORS = {"isozyme pairs": "#1f77b4", "isozyme points": "#aec7e8", "jax": "#d62728", "torch_compile": "#2ca02c",
-          "torch": "#98df8a"}
+COLORS = {"isozyme pairs": "#1f77b4", "isozyme staged": "#9467bd", "isozyme blocked": "#17becf",
+          "isozyme points": "#aec7e8", "jax": "#d62728", "torch_compile": "#2ca02c", "torch": "#98df8a"}
 
 
 def plot(rows: list[dict[str, Any]], path: str) -> None:
