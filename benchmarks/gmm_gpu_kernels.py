@@ -188,10 +188,10 @@ def gmm_blocked(alphas: Array[FLOAT], means: Array[FLOAT, 2], icf: Array[FLOAT, 
     """`gmm_pairs` with four points per work item: work item (k, j) takes points j, j + m, j + 2m, j + 3m of
     component k (m = ceil(n / 4); a point past the last one reads the last point's values, and its main term
     goes to an element that nothing reads). The main term of point p * m + j of component k is
-    main_term[p, k * m + j], an element of work item (k, j)'s own. Each element of `icf` and `means` is loaded once for the
-    four points, so the reverse pass adds the four points' adjoints up in a register and makes one atomic
-    add (a warp sum on NVIDIA) where `gmm_pairs` makes four. Work items of a warp take neighbouring points,
-    so their reads of `xt` are neighbouring too."""
+    main_term[p, k * m + j], an element of work item (k, j)'s own. Each element of `icf` and `means` is
+    loaded once for the four points, so the reverse pass adds the four points' adjoints up in a register and
+    makes one atomic add (a warp sum on NVIDIA) where `gmm_pairs` makes four. Work items of a warp take
+    neighbouring points, so their reads of `xt` are neighbouring too."""
     K, d, n = means.shape[0], means.shape[1], x.shape[0]
     assert len(alphas) == K and icf.shape[0] == K and icf.shape[1] == d + d * (d - 1) // 2 and x.shape[1] == d
     qdiag = iz.empty((K, d), FLOAT)

@@ -30,4 +30,5 @@ that layer, which import each other not at all; each module imports only modules
   `address_spaces`: the versions of a called function, one per address-space signature
   `error_sites`: where compiled code can fail, and the exception each failure becomes
   `llvm_thread_pool`: the thread pool's LLVM IR (POSIX threads), compiled once per process
+  `injective_indices`: which index values tell a parallel loop's work items apart
 """

@@ -25,8 +25,9 @@ runtime warns once). It runs in parallel when:
     `tape`: distinct iterations write distinct elements by construction), the shadow of a local array of
     the loop (flag `private`: it is zero at the start and end of every run, so each work item gets its own
     zeroed scratch copy), or every
-    access to it in the loop uses one index value that is injective in `gid` at one position (the array is
-    split between work items).
+    access to it in the loop uses one index value that is injective in `gid` at one position, or the
+    quotient and remainder of such a value at two (the array is split between work items;
+    `injective_indices.py`).
 
 Argument arrays are trusted: `prange` promises independent iterations, and the stores of a derivative
 follow the primal's. What changes is accumulation: `x[I] = x[I] + v` (a `load`, an add and a `store` of the
@@ -45,8 +46,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from isozyme.codegen.injective_indices import (
+    ACCESSES,
+    WorkItemIndices,
+    array_operand,
+    owner_position,
+    work_item_indices,
+)
 from isozyme.ssa.builder import Builder
-from isozyme.ssa.dominators import DominatorTree
 from isozyme.ssa.flags import is_local_array, local_extents
 from isozyme.ssa.ir import Argument, Block, Constant, Function, Instruction, Phi, Value
 from isozyme.ssa.loops import Loop, LoopNest
@@ -63,7 +70,6 @@ from isozyme.ssa.types import ArrayType
 ADDITIVE = {Op.FADD: "float", Op.FSUB: "float", Op.IADD: "int", Op.ISUB: "int"}
 """Ops a reduction chain may consist of (the reduced value is operand 0 of a subtraction)."""
 
-ACCESSES = (Op.LOAD, Op.STORE, Op.ATOMIC_ADD)
 PRIVATE_LIMIT = 64
 """Local arrays of a parallel loop with at most this many elements (constant extents) are private C arrays."""
 
@@ -163,8 +169,7 @@ def _plan(loop: Loop, number: int, first_slot: int, constants: dict[Phi, Constan
     for block in loop.blocks:
         _sink_stores(block)
     scratch = _check_body(loop)
-    injective = _injective_values(loop, inductions)
-    modes = _accumulation_modes(loop, injective, scratch)
+    modes = _accumulation_modes(loop, work_item_indices(loop, inductions), scratch)
     entering = loop.entering_blocks[0]
     count = trip.emit(Builder().before(entering.terminator))  # type: ignore[arg-type]
     return ParallelLoop(number, loop, count, inductions, reductions, modes, scratch)
@@ -287,7 +292,7 @@ def _check_body(loop: Loop) -> dict[Instruction, str]:
         uses = [u for u in array.users if u.block is not None and u.block in loop]
         ops = {u.op for u in uses}
         racy = Op.STORE in ops or {Op.LOAD, Op.ATOMIC_ADD} <= ops  # a local array is no `prange` promise
-        if racy and _owner_position(array, loop, None) is None:
+        if racy and owner_position(array, loop, None) is None:
             raise NotParallel(f"every iteration writes the local array %{array.name or 'array'}")
         if any(u.op is Op.CALL for u in uses):
             raise NotParallel(f"it passes the local array %{array.name or 'array'} to a call")
@@ -308,7 +313,7 @@ def _check_argument_array(array: Value, loop: Loop) -> None:
     by every work item, which must not become a plain load and store (a GPU loses updates): serial."""
     uses = [u for u in array.users if u.block is not None and u.block in loop]
     ops = {Op.LOAD if u.op is Op.CALL else u.op for u in uses if u.op in ACCESSES or u.op is Op.CALL}  # a callee
-    if _may_race(ops) and _owner_position(array, loop, None) is None:  # reads (one that writes is refused)
+    if _may_race(ops) and owner_position(array, loop, None) is None:  # reads (one that writes is refused)
         raise NotParallel(f"its iterations may read and write the same elements of %{array.name or 'array'}")
 
 
@@ -347,7 +352,7 @@ def _written_parameters(function: Function, memo: dict[Function, set[int] | None
     written: set[int] = set()
     for inst in function.instructions():
         if inst.op in (Op.STORE, Op.ATOMIC_ADD):
-            targets = [_array_operand(inst)]
+            targets = [array_operand(inst)]
         elif inst.op is Op.CALL:
             inner = _written_parameters(inst.callee, memo)
             if inner is None:
@@ -370,92 +375,17 @@ def _allocated_in(array: Value, loop: Loop) -> bool:
     return isinstance(array, Instruction) and array.op is Op.ALLOC and array.block in loop
 
 
-def _array_operand(inst: Instruction) -> Value:
-    return inst.operands[0] if inst.op is Op.LOAD else inst.operands[1]
-
-
 def _arrays_accessed(loop: Loop) -> list[Value]:
     arrays: dict[Value, None] = {}
     for block in loop.blocks:
         for inst in block.instructions:
             if inst.op in ACCESSES:
-                arrays[_array_operand(inst)] = None
+                arrays[array_operand(inst)] = None
     return list(arrays)
 
 
-def _indices(inst: Instruction) -> tuple[Value, ...]:
-    return inst.operands[1:] if inst.op is Op.LOAD else inst.operands[2:]
-
-
-def _injective_values(loop: Loop, inductions: list[InductionVariable]) -> set[Value]:
-    """Values of the loop that differ between any two work items: induction variables with a nonzero
-    constant step, and negations, sums, differences and nonzero constant multiples of those with
-    invariants (`trip + (-k) - 1`, the index of a reverse loop once canonicalized)."""
-    values: set[Value] = {iv.phi for iv in inductions if iv.constant_step not in (None, 0)}
-    nonzero = _asserted_nonzero(loop)
-
-    def multiplier(value: Value) -> bool:
-        return (isinstance(value, Constant) and value.value != 0) or value in nonzero
-    changed = True
-    while changed:
-        changed = False
-        for block in loop.blocks:
-            for inst in block.instructions:
-                if inst in values or inst.op not in (Op.IADD, Op.ISUB, Op.IMUL, Op.INEG):
-                    continue
-                if inst.op is Op.INEG:
-                    ok = inst.operands[0] in values
-                elif inst.op is Op.IMUL:
-                    a, b = inst.operands
-                    ok = (a in values and multiplier(b)) or (b in values and multiplier(a))
-                else:
-                    a, b = inst.operands
-                    ok = (a in values and is_loop_invariant(b, loop)) or \
-                         (b in values and is_loop_invariant(a, loop))  # c - x is injective as x is
-                if ok:
-                    values.add(inst)
-                    changed = True
-    return values
-
-
-def _asserted_nonzero(loop: Loop) -> set[Value]:
-    """Values that an `assert %v != 0` in a block dominating the loop checked (a `range` step known only at
-    run time): never 0 inside the loop."""
-    function = loop.header.function
-    assert function is not None
-    tree = DominatorTree(function)
-    found: set[Value] = set()
-    for block in function.blocks:
-        if not tree.is_reachable(block) or not tree.dominates(block, loop.header):
-            continue
-        for inst in block.instructions:
-            condition = inst.operands[0] if inst.op is Op.ASSERT else None
-            if isinstance(condition, Instruction) and condition.op is Op.ICMP_NE:
-                a, b = condition.operands
-                if isinstance(b, Constant) and b.value == 0:
-                    found.add(a)
-                elif isinstance(a, Constant) and a.value == 0:
-                    found.add(b)
-    return found
-
-
-def _owner_position(array: Value, loop: Loop, injective: set[Value] | None) -> int | None:
-    """The index position at which every access to `array` in the loop uses one value injective in gid."""
-    if injective is None:
-        injective = _injective_values(loop, [iv for phi in loop.header.phis
-                                             if (iv := induction_variable(loop, phi)) is not None])
-    uses = [u for u in array.users if u.block is not None and u.block in loop and u.op is not Op.DIM]
-    if not uses or any(u.op not in ACCESSES or _array_operand(u) is not array for u in uses):
-        return None
-    rank = array.type.rank  # type: ignore[attr-defined]
-    for position in range(rank):
-        first = _indices(uses[0])[position]
-        if first in injective and all(_indices(u)[position] is first for u in uses):
-            return position
-    return None
-
-
-def _accumulation_modes(loop: Loop, injective: set[Value], scratch: dict[Instruction, str]) -> dict[Instruction, str]:
+def _accumulation_modes(loop: Loop, indices: WorkItemIndices,
+                        scratch: dict[Instruction, str]) -> dict[Instruction, str]:
     modes: dict[Instruction, str] = {}
     for block in loop.blocks:
         for inst in block.instructions:
@@ -469,7 +399,7 @@ def _accumulation_modes(loop: Loop, injective: set[Value], scratch: dict[Instruc
                       and u.op in (Op.LOAD, Op.STORE)]
             if not others and all(is_loop_invariant(i, loop) for i in inst.operands[2:]):
                 modes[inst] = "group"
-            elif _owner_position(array, loop, injective) is not None:
+            elif owner_position(array, loop, indices) is not None:
                 modes[inst] = "owned"
             else:
                 modes[inst] = "atomic"
@@ -495,7 +425,7 @@ def _fold_accumulation(store: Instruction) -> None:
         pairs.append((value.operands[1], value.operands[0]))
     for load, addend in pairs:
         if isinstance(load, Instruction) and load.op is Op.LOAD and load.block is store.block \
-                and load.operands[0] is array and _same_indices(load.operands[1:], indices) \
+                and load.operands[0] is array and _sameaccess_indices(load.operands[1:], indices) \
                 and len(load.users) == 1 and addend is not load and _untouched_between(load, store, array):
             builder = Builder(loc=store.loc).before(store)
             if value.op in NEGATION:
@@ -523,12 +453,12 @@ def _sink_stores(block: Block) -> None:
         after = instructions[instructions.index(store) + 1:-1]
         if terminator is None or isinstance(array, Phi) or any(
                 inst.op in (Op.CALL, Op.GROW, Op.VIEW)
-                or (inst.op in ACCESSES and _may_overlap(_array_operand(inst), array)) for inst in after):
+                or (inst.op in ACCESSES and _may_overlap(array_operand(inst), array)) for inst in after):
             continue
         store.move_before(terminator)
 
 
-def _same_indices(a: tuple[Value, ...], b: list[Value]) -> bool:
+def _sameaccess_indices(a: tuple[Value, ...], b: list[Value]) -> bool:
     return len(a) == len(b) and all(x is y or (isinstance(x, Constant) and isinstance(y, Constant)
                                                and x.type == y.type and x.value == y.value) for x, y in zip(a, b))
 
@@ -536,7 +466,7 @@ def _same_indices(a: tuple[Value, ...], b: list[Value]) -> bool:
 def _untouched_between(load: Instruction, store: Instruction, array: Value) -> bool:
     instructions = load.block.instructions  # type: ignore[union-attr]
     between = instructions[instructions.index(load) + 1:instructions.index(store)]
-    return not any(inst.op is Op.CALL or (inst.op in ACCESSES and _array_operand(inst) is array)
+    return not any(inst.op is Op.CALL or (inst.op in ACCESSES and array_operand(inst) is array)
                    for inst in between)
 
 

@@ -5,7 +5,12 @@ Control flow. `for i in range(a, b, s)` becomes a counted loop in canonical form
 the trip count `max(0, (b - a + s - sign(s)) // s)` once (Python's `range` length; a step whose sign is
 only known at run time gets `sign` by a select, and an assertion that it is not zero), the header holds a
 0-based counter `k` stepped by 1 on the single latch, and the body computes `i = a + k*s` (just `k` for
-`range(n)`). `prange` loops are the same, with the counter phi flagged `parallel`. `while`, `break`,
+`range(n)`). `prange` loops are the same, with the counter phi flagged `parallel`. Two `prange` loops
+nested directly (`for i in prange(a): for j in prange(b): body`, the outer body only the inner loop, no
+`else`, no `break` in the inner body, and an inner range that does not depend on i and cannot fail)
+collapse into one parallel loop over the pairs: k counts up to trip_i * trip_j, i comes from k // trip_j
+and j from k % trip_j, j innermost (neighbouring work items take neighbouring j). So the whole nest is one
+NDRange on OpenCL (or one set of tasks on the CPU), however small the outer trip count. `while`, `break`,
 `continue`, `for ... else` and several `return`s are branches; code after a `return`, `break` or
 `continue` is unreachable and not lowered. Blocks are laid out in the order they are entered.
 
@@ -256,6 +261,29 @@ class KernelLowering(CallLowering):
         self.loop_else(node, else_block, exit_block)
 
     def lower_for(self, node: ast.For) -> None:
+        role = self.loop_role(node)
+        inner = self.collapsible(node) if role == "prange" else None
+        call = node.iter
+        assert isinstance(call, ast.Call) and isinstance(node.target, ast.Name)
+        start, stop, step = self.range_arguments(call)
+        trip = self.trip_count(call, start, stop, step)
+        if inner is None:
+            unit = isinstance(start, Constant) and start.value == 0 and isinstance(step, Constant) and step.value == 1
+            self.counted_loop(node, trip, node.target.id if unit else f"{node.target.id}.iv", node.body,
+                              [(node.target, start, step, None)], role == "prange")
+            return
+        inner_call, inner_target = inner.iter, inner.target
+        assert isinstance(inner_call, ast.Call) and isinstance(inner_target, ast.Name)
+        inner_start, inner_stop, inner_step = self.range_arguments(inner_call)
+        inner_trip = self.trip_count(inner_call, inner_start, inner_stop, inner_step)
+        with self.located(node):
+            total = self.emit_pure(Op.IMUL, trip, inner_trip, name="trip")
+        self.counted_loop(node, total, f"{node.target.id}.{inner_target.id}.iv", inner.body,
+                          [(node.target, start, step, (inner_trip, True)),
+                           (inner_target, inner_start, inner_step, (inner_trip, False))], True)
+
+    def loop_role(self, node: ast.For) -> str:
+        """"range" or "prange": what `node` iterates over; CompileError for anything else."""
         if not isinstance(node.target, ast.Name):
             raise self.error(node.target, "a for loop variable must be a plain name")
         call = node.iter
@@ -263,28 +291,73 @@ class KernelLowering(CallLowering):
             self.is_static(call.func) else None
         if role is None or role[0] not in ("range", "prange"):
             raise self.error(node.iter, "for loops iterate over range(...) or iz.prange(...) only")
-        assert isinstance(call, ast.Call)
-        start, stop, step = self.range_arguments(call)
-        trip = self.trip_count(call, start, stop, step)
-        unit = isinstance(start, Constant) and start.value == 0 and isinstance(step, Constant) and step.value == 1
-        counter = self.hidden_variable(node.target.id if unit else f"{node.target.id}.iv")
+        return role[0]
+
+    def collapsible(self, node: ast.For) -> ast.For | None:
+        """The inner loop of `for i in prange(..): for j in prange(..): body` when the two collapse into one
+        parallel loop over the pairs (module docstring): the outer body is only the inner loop, neither has
+        an `else`, the inner body has no `break`, and the inner `prange`'s arguments are pure expressions
+        that cannot fail (names other than the loop variables, constants, arithmetic but division,
+        attributes, subscripts, `len`, `min` and `max`) with a step that is a nonzero constant."""
+        if node.orelse or len(node.body) != 1 or not isinstance(node.body[0], ast.For):
+            return None
+        inner = node.body[0]
+        if inner.orelse or not isinstance(inner.target, ast.Name) or not isinstance(inner.iter, ast.Call) \
+                or not self.is_static(inner.iter.func) \
+                or (intrinsic_role(self.static_object(inner.iter.func)) or ("",))[0] != "prange":
+            return None
+        call = inner.iter
+        if call.keywords or not 1 <= len(call.args) <= 3:
+            return None
+        if len(call.args) == 3 and not (isinstance(call.args[2], ast.Constant) and call.args[2].value):
+            return None
+        loop_names = {node.target.id, inner.target.id}  # type: ignore[union-attr]
+        for arg in call.args:
+            for part in ast.walk(arg):
+                if isinstance(part, ast.Name) and part.id in loop_names or isinstance(part, ast.NamedExpr) or \
+                        isinstance(part, ast.BinOp) and isinstance(part.op, ast.Div | ast.FloorDiv | ast.Mod | ast.Pow):
+                    return None
+                if isinstance(part, ast.Call) and not (self.is_static(part.func) and
+                                                       self.static_object(part.func) in (len, min, max)):
+                    return None
+        if any(isinstance(part, ast.Break) for statement in inner.body for part in ast.walk(statement)):
+            return None
+        return inner
+
+    def counted_loop(self, node: ast.For, trip: Value, counter_name: str, body: list[ast.stmt],
+                     targets: list[tuple[ast.Name, Value, Value, tuple[Value, bool] | None]],
+                     parallel: bool) -> None:
+        """A loop of `trip` iterations over `body` (module docstring): a 0-based counter k stepped by 1, and
+        each target set to `start + position * step` in the body, its position being k, or for a collapsed
+        pair of loops (`(inner_trip, outer)`) k // inner_trip for the outer one and k % inner_trip for the
+        inner one."""
+        counter = self.hidden_variable(counter_name)
         self.write_variable(counter, Constant(I64, 0))
-        header, body, latch = self.new_block("for.header"), self.new_block("for.body"), self.new_block("for.latch")
+        header, loop_body, latch = self.new_block("for.header"), self.new_block("for.body"), self.new_block("for.latch")
         else_block = self.new_block("for.else") if node.orelse else None
         exit_block = self.new_block("for.end")
         self.branch(header)
         self.switch_to(header)
         index = self.read_variable(counter, node)
-        self.cond_branch(self.b.icmp_slt(index, trip, name=f"{node.target.id}.cond"), body, else_block or exit_block)
-        self.seal(body, node)
-        self.switch_to(body)
-        with self.located(node.target):
-            offset = index if isinstance(step, Constant) and step.value == 1 else \
-                self.emit_pure(Op.IMUL, index, step)
-            value = offset if isinstance(start, Constant) and start.value == 0 else \
-                self.emit_pure(Op.IADD, start, offset)
-            self.assign(node.target, value)
-        self.loop_body(node.body, LoopTargets(exit_block, latch))
+        name = targets[-1][0].id
+        self.cond_branch(self.b.icmp_slt(index, trip, name=f"{name}.cond"), loop_body, else_block or exit_block)
+        self.seal(loop_body, node)
+        self.switch_to(loop_body)
+        quotient: Value | None = None
+        for target, start, step, collapsed in targets:
+            with self.located(target):
+                position = index
+                if collapsed is not None:  # the inner trip count is positive here: k < outer * inner
+                    inner_trip, outer = collapsed
+                    if quotient is None:
+                        quotient = self.emit_pure(Op.IFLOORDIV, index, inner_trip)
+                    position = quotient if outer else self.emit_pure(Op.IFLOORMOD, index, inner_trip)
+                offset = position if isinstance(step, Constant) and step.value == 1 else \
+                    self.emit_pure(Op.IMUL, position, step)
+                value = offset if isinstance(start, Constant) and start.value == 0 else \
+                    self.emit_pure(Op.IADD, start, offset)
+                self.assign(target, value)
+        self.loop_body(body, LoopTargets(exit_block, latch))
         if self.current is not None:
             self.branch(latch)
         self.seal(latch, node)
@@ -295,7 +368,7 @@ class KernelLowering(CallLowering):
             self.write_variable(counter, following)
             self.branch(header)
         self.seal(header, node)
-        if role[0] == "prange" and isinstance(index, Instruction) and index.op is Op.PHI:
+        if parallel and isinstance(index, Instruction) and index.op is Op.PHI:
             index.flags.add("parallel")
         self.loop_else(node, else_block, exit_block)
 

@@ -2,10 +2,10 @@
 (`codegen/opencl_program.py`) does between its arguments and its result.
 
 A call copies numpy arrays into buffers (device arrays are used in place; each position's buffer is kept
-for the next call of the same size), then runs the serial kernel and
-serves its requests until it is done: LAUNCH a parallel loop's kernel (as many work groups as the trip
-count needs; on a GPU, for a loop with sums or atomic adds, at most `GROUPS_PER_UNIT` per compute unit,
-each work item then taking several iterations), ALLOC or GROW a local array's buffer (kept from call to call, grown when a call needs more),
+for the next call of the same size), then runs the serial kernel and serves its requests until it is
+done: LAUNCH a parallel loop's kernel (as many work groups as the trip count needs; on a GPU, for a loop
+with sums or atomic adds, at most `GROUPS_PER_UNIT` per compute unit, each work item then taking several
+iterations), ALLOC or GROW a local array's buffer (kept from call to call, grown when a call needs more),
 CLEAR bytes of one. It then copies back the numpy arrays the program may write (`OpenCLProgram.writable`;
 the others, read-only ones too, are only copied in) and checks the error record: a failure raises the
 exception the interpreter raises (`codegen/error_sites.py`).
@@ -321,12 +321,13 @@ class Runner:
         """Work groups of `size` for a launch over `count` iterations: as many as it needs, at most
         `max_groups` for a loop that `reduces` (its groups reduce sums: the last group adds up one partial
         sum per group; or it makes atomic adds: on an H100 the reverse loop of GMM's 2.5M (component, point)
-        pairs took 3.9 ms with a work item per pair against 3.1 with `max_groups`, its adds into one row
+        pairs took 3.9 ms with a work item per pair against 2.0 with `max_groups`, its adds into one row
         of d_icf contending) and `MAX_GROUPS` for the others (one work item per iteration runs an
-        elementwise loop some 8% faster on an H100 than `max_groups` that take several each). A replayed launch's count is the previous
-        call's, and the call's may be larger: on a GPU it takes at least `max_groups` (a work item takes
-        every size-th iteration, so any count is covered, and a larger one at full speed; a work item with
-        no iteration ends at once), on a CPU at least `REPLAYED_GROUPS_PER_CORE` per core."""
+        elementwise loop some 8% faster on an H100 than `max_groups` that take several each). A replayed
+        launch's count is the previous call's, and the call's may be larger: on a GPU it takes at least
+        `max_groups` (a work item takes every size-th iteration, so any count is covered, and a larger one
+        at full speed; a work item with no iteration ends at once), on a CPU at least
+        `REPLAYED_GROUPS_PER_CORE` per core."""
         groups = min(max(-(-count // size), 1), self.max_groups if reduces else MAX_GROUPS)
         if replayed:
             at_least = self.max_groups if self.where.is_gpu else REPLAYED_GROUPS_PER_CORE * self.where.units

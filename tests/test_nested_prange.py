@@ -1,0 +1,145 @@
+"""Nested `prange` loops collapse into one parallel loop over the pairs (`frontend/lowering.py`): every
+pair of iterations is a work item (an NDRange over n * m on OpenCL, tasks over n * m on the CPU), and a
+local array indexed [i, j] is split between the work items (`codegen/injective_indices.py`). Results are
+compared with the undecorated Python function, gradients with `llvm`'s and with finite differences; a loop
+that must not collapse (its inner range depends on i, a `break`, more statements) keeps its meaning."""
+
+from __future__ import annotations
+
+import re
+import warnings
+
+import numpy as np
+import pytest
+
+import isozyme as iz
+from isozyme import Array, Duplicated, f64, i64
+from isozyme.runtime.opencl_backend import SerialLoopWarning
+
+
+def affine(y: Array[f64, 2], x: Array[f64, 2], a: i64):
+    for i in iz.prange(x.shape[0]):
+        for j in iz.prange(x.shape[1]):
+            y[i, j] = x[i, j] * 2.0 + i - 3 * j + a
+
+
+def strided(y: Array[f64, 2], x: Array[f64, 2]):
+    for i in iz.prange(x.shape[0] - 1, -1, -2):
+        for j in iz.prange(1, x.shape[1], 3):
+            if x[i, j] > 0.5:
+                continue
+            y[i, j] = x[i, j] + 1.0
+
+
+def smooth(y: Array[f64, 2], x: Array[f64, 2]) -> f64:
+    n, m = x.shape[0], x.shape[1]
+    t = iz.empty((n, m), f64)  # written at [i, j] by work item (i, j): split between the work items
+    for i in iz.prange(n):
+        for j in iz.prange(m):
+            t[i, j] = iz.sin(x[i, j]) * x[i, j]
+    s = 0.0
+    for i in iz.prange(n):
+        for j in iz.prange(m):
+            y[i, j] = t[i, j] * t[i, (j + 1) % m]
+            s += t[i, j]
+    return s
+
+
+def triangular(y: Array[f64, 2], x: Array[f64, 2]):
+    for i in iz.prange(x.shape[0]):
+        for j in iz.prange(i + 1):  # depends on i: not collapsed
+            y[i, j] = x[i, j] * 3.0
+
+
+def breaking(y: Array[f64, 2], x: Array[f64, 2]):
+    for i in iz.prange(x.shape[0]):
+        for j in iz.prange(x.shape[1]):  # a break ends the inner loop only: not collapsed
+            if x[i, j] > 0.8:
+                break
+            y[i, j] = x[i, j]
+
+
+def parallel_phis(kernel: iz.Kernel) -> int:
+    return iz.show_ir(kernel, stage="ssa").count(" parallel")
+
+
+@pytest.mark.parametrize("backend", ["interp", "llvm", "opencl"])
+@pytest.mark.parametrize("shape", [(5, 7), (1, 9), (6, 1), (0, 4), (4, 0), (13, 11)])
+def test_collapsed_loops_compute_what_python_computes(backend: str, shape: tuple[int, int]) -> None:
+    if backend == "opencl":
+        pytest.importorskip("pyopencl")
+    x = np.random.default_rng(shape[0] * 31 + shape[1]).random(shape)
+    for function, extra in ((affine, (4,)), (strided, ()), (smooth, ()), (triangular, ()), (breaking, ())):
+        if function is triangular and shape[1] < shape[0]:
+            continue
+        kernel = iz.kernel(function, backend=backend)
+        expected, got = np.zeros_like(x), np.zeros_like(x)
+        want = function(expected, x, *extra)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", SerialLoopWarning)
+            returned = kernel(got, x, *extra)
+        np.testing.assert_allclose(got, expected, rtol=1e-14, err_msg=f"{function.__name__} on {backend}")
+        if want is not None:
+            assert returned == pytest.approx(want, rel=1e-12)
+
+
+def test_the_pairs_are_one_parallel_loop_unless_the_inner_loop_may_not_collapse() -> None:
+    assert parallel_phis(iz.kernel(affine)) == 1
+    assert parallel_phis(iz.kernel(strided)) == 1
+    assert parallel_phis(iz.kernel(smooth)) == 2
+    assert parallel_phis(iz.kernel(triangular)) == 2
+    assert parallel_phis(iz.kernel(breaking)) == 2
+
+
+def test_a_local_array_indexed_by_the_pair_is_split_and_its_adjoint_is_a_plain_add() -> None:
+    """On OpenCL, `t[i, j] = ...` in the collapsed loop runs in parallel (the tests above turn a
+    SerialLoopWarning into an error), and the reverse of that loop, a kernel of its own, consumes d_t[i, j]
+    and adds into d_x[i, j] with plain adds: no atomic add (the pair (i, j) tells its work items apart)."""
+    pytest.importorskip("pyopencl")
+    source = iz.show_ir(iz.kernel(smooth), stage="opencl", activity=("dup", "dup"))
+    bodies = [part.split("__kernel void iz_par")[0] for part in source.split("void iz_body")[1:]]
+    plain = re.compile(r"(\w+)\[([^\]]+)\] = \(\1\[\2\] \+ ")
+    reverse_of_first = [body for body in bodies if "sin" not in body and plain.search(body)
+                        and "] = (double)((double)0x0.0p+0);" in body]
+    assert len(reverse_of_first) == 1 and "iz_atomic_add" not in reverse_of_first[0]
+
+
+@pytest.mark.parametrize("backend", ["llvm", "opencl"])
+def test_gradients_through_collapsed_loops_match_finite_differences(backend: str) -> None:
+    if backend == "opencl":
+        pytest.importorskip("pyopencl")
+    rng = np.random.default_rng(7)
+    x, dy = rng.random((6, 5)), rng.random((6, 5))
+    kernel = iz.kernel(smooth, backend=backend)
+    d_x = np.zeros_like(x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SerialLoopWarning)
+        iz.autodiff(kernel, Duplicated(np.zeros_like(x), dy.copy()), Duplicated(x, d_x), backend=backend)
+
+    def loss(x: np.ndarray) -> float:
+        y = np.zeros_like(x)
+        s = smooth(y, x)
+        return float(np.sum(y * dy) + s)
+    h = 1e-6
+    numeric = np.zeros_like(x)
+    for index in np.ndindex(*x.shape):
+        up, down = x.copy(), x.copy()
+        up[index] += h
+        down[index] -= h
+        numeric[index] = (loss(up) - loss(down)) / (2 * h)
+    np.testing.assert_allclose(d_x, numeric, rtol=1e-6, atol=1e-8)
+
+
+def test_threads_split_the_pairs_and_agree_with_one_thread() -> None:
+    x = np.random.default_rng(3).random((3, 40_000))
+    expected = np.zeros_like(x)
+    affine(expected, x, 1)
+    before = iz.get_num_threads()
+    for threads in (1, 2, 5):
+        iz.set_num_threads(threads)
+        try:
+            y = np.zeros_like(x)
+            iz.kernel(affine, backend="llvm")(y, x, 1)
+        finally:
+            iz.set_num_threads(before)
+        np.testing.assert_array_equal(y, expected, err_msg=f"{threads} threads")
