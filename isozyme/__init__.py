@@ -12,7 +12,7 @@ from isozyme import testing  # iz.testing: gradcheck, assert_ir, the lit runner
 from isozyme.enzyme_ad.errors import DifferentiationError
 from isozyme.frontend.annotations import Array, boolean, f32, f64, i32, i64
 from isozyme.frontend.diagnostics import CompileError
-from isozyme.frontend.intrinsics import MATH_FUNCTIONS, empty, prange, zeros
+from isozyme.frontend.intrinsics import MATH_FUNCTIONS, empty, ndrange, prange, zeros
 from isozyme.runtime.autodiff import Active, Const, Duplicated, autodiff, fwddiff, grad, hvp
 from isozyme.runtime.device_array import DeviceArray, to_device
 from isozyme.runtime.inspection import show_cache, show_ir
@@ -62,6 +62,6 @@ __all__ = [
     "Active", "Array", "CompileError", "Const", "DeviceArray", "DifferentiationError", "Duplicated", "Kernel",
     "acos", "asin", "atan", "atan2", "autodiff", "boolean", "ceil", "compare", "cos", "cosh", "empty", "erf", "exp",
     "expm1", "f32", "f64", "fabs", "floor", "fwddiff", "get_num_threads", "grad", "hvp", "i32", "i64", "kernel",
-    "log", "log1p", "pow", "prange", "profile", "set_num_threads", "show_cache", "show_ir", "show_memory",
+    "log", "log1p", "ndrange", "pow", "prange", "profile", "set_num_threads", "show_cache", "show_ir", "show_memory",
     "sigmoid", "sin", "sinh", "sqrt", "tan", "tanh", "testing", "to_device", "zeros",
 ]

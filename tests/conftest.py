@@ -36,7 +36,7 @@ def pytest_configure(config: object) -> None:
     os.environ["ISOZYME_CACHE_DIR"] = tempfile.mkdtemp(prefix="isozyme-test-cache-")
 
 
-OPENCL_MODULES = frozenset({"test_device_arrays.py", "test_nested_prange.py"})
+OPENCL_MODULES = frozenset({"test_device_arrays.py", "test_ndrange.py"})
 """Test modules about the OpenCL backend besides those named `*opencl*`: every test in them is marked `opencl`."""
 
 

@@ -157,7 +157,7 @@ CASES = {
             for v in x:  # <-
                 s += v
             return s
-        """, "for loops iterate over range(...) or iz.prange(...) only", "x:"),
+        """, "for loops iterate over range(...), iz.prange(...) or iz.ndrange(...) only", "x:"),
     "zero step": ("""
         @iz.kernel
         def k(x: Array[f64], n: i64):

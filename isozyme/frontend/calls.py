@@ -208,6 +208,7 @@ INTRINSIC_CALLS: dict[str, Callable[..., Value]] = {
     "len": CallLowering.lower_len,
     "range": CallLowering.lower_range_outside_for,
     "prange": CallLowering.lower_range_outside_for,
+    "ndrange": CallLowering.lower_range_outside_for,
     "zeros": CallLowering.lower_alloc,
     "empty": CallLowering.lower_alloc,
 }

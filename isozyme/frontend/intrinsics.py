@@ -11,6 +11,7 @@ results). The numpy spellings (`np.sqrt`, `np.arctan2`, ...) are recognized as t
 from __future__ import annotations
 
 import builtins
+import itertools
 import math
 from collections.abc import Callable
 
@@ -51,6 +52,12 @@ def prange(*args: int) -> range:
     return range(*args)
 
 
+def ndrange(*extents: int) -> itertools.product:
+    """`for i, j in iz.ndrange(n, m)`: the pairs (i, j), i < n, j < m, j fastest, as independent iterations:
+    a kernel runs them as one parallel loop over all n * m pairs (one NDRange on OpenCL), however small n."""
+    return itertools.product(*(range(extent) for extent in extents))
+
+
 def _numpy_dtype(dtype: object) -> np.dtype:
     annotation = scalar_annotation(dtype)
     if annotation is None:
@@ -79,7 +86,8 @@ def _intrinsic_objects() -> dict[int, tuple[str, object]]:
         function = getattr(np, np_name, None)
         if function is not None:
             table[id(function)] = ("math", MATH_OPS[_NUMPY_NAMES.get(np_name, np_name)])
-    for role, function in (("prange", prange), ("zeros", zeros), ("empty", empty), ("range", builtins.range),
+    for role, function in (("prange", prange), ("ndrange", ndrange), ("zeros", zeros), ("empty", empty),
+                           ("range", builtins.range),
                            ("abs", builtins.abs), ("min", builtins.min), ("max", builtins.max),
                            ("float", builtins.float), ("int", builtins.int), ("bool", builtins.bool),
                            ("len", builtins.len)):
@@ -89,7 +97,7 @@ def _intrinsic_objects() -> dict[int, tuple[str, object]]:
 
 INTRINSICS = _intrinsic_objects()
 """Which role a called Python object plays: `("math", Op.SQRT)`, `("python-math", Op.FLOOR)`, `("zeros", .)`."""
-_KEEP_ALIVE = (MATH_FUNCTIONS, prange, zeros, empty)
+_KEEP_ALIVE = (MATH_FUNCTIONS, prange, ndrange, zeros, empty)
 
 
 def intrinsic_role(function: object) -> tuple[str, object] | None:

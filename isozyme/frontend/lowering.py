@@ -5,12 +5,12 @@ Control flow. `for i in range(a, b, s)` becomes a counted loop in canonical form
 the trip count `max(0, (b - a + s - sign(s)) // s)` once (Python's `range` length; a step whose sign is
 only known at run time gets `sign` by a select, and an assertion that it is not zero), the header holds a
 0-based counter `k` stepped by 1 on the single latch, and the body computes `i = a + k*s` (just `k` for
-`range(n)`). `prange` loops are the same, with the counter phi flagged `parallel`. Two `prange` loops
-nested directly (`for i in prange(a): for j in prange(b): body`, the outer body only the inner loop, no
-`else`, no `break` in the inner body, and an inner range that does not depend on i and cannot fail)
-collapse into one parallel loop over the pairs: k counts up to trip_i * trip_j, i comes from k // trip_j
-and j from k % trip_j, j innermost (neighbouring work items take neighbouring j). So the whole nest is one
-NDRange on OpenCL (or one set of tasks on the CPU), however small the outer trip count. `while`, `break`,
+`range(n)`). `prange` loops are the same, with the counter phi flagged `parallel`. `for i, j in
+iz.ndrange(n, m)` is one parallel loop over the pairs: k counts up to max(n, 0) * max(m, 0), i is k // m
+and j is k % m, j fastest (neighbouring work items take neighbouring j): the whole iteration space is one
+NDRange on OpenCL however small n is. (Nested `prange` loops stay nested: the outer one parallel, the inner
+serial in each iteration. Collapsing them by default made a 2000 x 2000 elementwise kernel 3.9x slower on
+the CPU, a division and a remainder per element and no vector loop.) `while`, `break`,
 `continue`, `for ... else` and several `return`s are branches; code after a `return`, `break` or
 `continue` is unreachable and not lowered. Blocks are laid out in the order they are entered.
 
@@ -261,68 +261,46 @@ class KernelLowering(CallLowering):
         self.loop_else(node, else_block, exit_block)
 
     def lower_for(self, node: ast.For) -> None:
-        role = self.loop_role(node)
-        inner = self.collapsible(node) if role == "prange" else None
-        call = node.iter
-        assert isinstance(call, ast.Call) and isinstance(node.target, ast.Name)
-        start, stop, step = self.range_arguments(call)
-        trip = self.trip_count(call, start, stop, step)
-        if inner is None:
-            unit = isinstance(start, Constant) and start.value == 0 and isinstance(step, Constant) and step.value == 1
-            self.counted_loop(node, trip, node.target.id if unit else f"{node.target.id}.iv", node.body,
-                              [(node.target, start, step, None)], role == "prange")
-            return
-        inner_call, inner_target = inner.iter, inner.target
-        assert isinstance(inner_call, ast.Call) and isinstance(inner_target, ast.Name)
-        inner_start, inner_stop, inner_step = self.range_arguments(inner_call)
-        inner_trip = self.trip_count(inner_call, inner_start, inner_stop, inner_step)
-        with self.located(node):
-            total = self.emit_pure(Op.IMUL, trip, inner_trip, name="trip")
-        self.counted_loop(node, total, f"{node.target.id}.{inner_target.id}.iv", inner.body,
-                          [(node.target, start, step, (inner_trip, True)),
-                           (inner_target, inner_start, inner_step, (inner_trip, False))], True)
-
-    def loop_role(self, node: ast.For) -> str:
-        """"range" or "prange": what `node` iterates over; CompileError for anything else."""
-        if not isinstance(node.target, ast.Name):
-            raise self.error(node.target, "a for loop variable must be a plain name")
         call = node.iter
         role = intrinsic_role(self.static_object(call.func)) if isinstance(call, ast.Call) and \
             self.is_static(call.func) else None
+        if role is not None and role[0] == "ndrange":
+            return self.lower_ndrange(node)
+        if not isinstance(node.target, ast.Name):
+            raise self.error(node.target, "a for loop variable must be a plain name")
         if role is None or role[0] not in ("range", "prange"):
-            raise self.error(node.iter, "for loops iterate over range(...) or iz.prange(...) only")
-        return role[0]
+            raise self.error(node.iter, "for loops iterate over range(...), iz.prange(...) or iz.ndrange(...) only")
+        assert isinstance(call, ast.Call)
+        start, stop, step = self.range_arguments(call)
+        trip = self.trip_count(call, start, stop, step)
+        unit = isinstance(start, Constant) and start.value == 0 and isinstance(step, Constant) and step.value == 1
+        self.counted_loop(node, trip, node.target.id if unit else f"{node.target.id}.iv", node.body,
+                          [(node.target, start, step, None)], role[0] == "prange")
 
-    def collapsible(self, node: ast.For) -> ast.For | None:
-        """The inner loop of `for i in prange(..): for j in prange(..): body` when the two collapse into one
-        parallel loop over the pairs (module docstring): the outer body is only the inner loop, neither has
-        an `else`, the inner body has no `break`, and the inner `prange`'s arguments are pure expressions
-        that cannot fail (names other than the loop variables, constants, arithmetic but division,
-        attributes, subscripts, `len`, `min` and `max`) with a step that is a nonzero constant."""
-        if node.orelse or len(node.body) != 1 or not isinstance(node.body[0], ast.For):
-            return None
-        inner = node.body[0]
-        if inner.orelse or not isinstance(inner.target, ast.Name) or not isinstance(inner.iter, ast.Call) \
-                or not self.is_static(inner.iter.func) \
-                or (intrinsic_role(self.static_object(inner.iter.func)) or ("",))[0] != "prange":
-            return None
-        call = inner.iter
-        if call.keywords or not 1 <= len(call.args) <= 3:
-            return None
-        if len(call.args) == 3 and not (isinstance(call.args[2], ast.Constant) and call.args[2].value):
-            return None
-        loop_names = {node.target.id, inner.target.id}  # type: ignore[union-attr]
-        for arg in call.args:
-            for part in ast.walk(arg):
-                if isinstance(part, ast.Name) and part.id in loop_names or isinstance(part, ast.NamedExpr) or \
-                        isinstance(part, ast.BinOp) and isinstance(part.op, ast.Div | ast.FloorDiv | ast.Mod | ast.Pow):
-                    return None
-                if isinstance(part, ast.Call) and not (self.is_static(part.func) and
-                                                       self.static_object(part.func) in (len, min, max)):
-                    return None
-        if any(isinstance(part, ast.Break) for statement in inner.body for part in ast.walk(statement)):
-            return None
-        return inner
+    def lower_ndrange(self, node: ast.For) -> None:
+        """`for i, j in iz.ndrange(n, m)`: one parallel loop over the n * m pairs (module docstring)."""
+        call = node.iter
+        assert isinstance(call, ast.Call)
+        if call.keywords or len(call.args) != 2:
+            raise self.error(call, "iz.ndrange takes two extents: for i, j in iz.ndrange(n, m)")
+        target = node.target
+        if not isinstance(target, ast.Tuple) or len(target.elts) != 2 or \
+                not all(isinstance(name, ast.Name) for name in target.elts):
+            raise self.error(target, "iz.ndrange's loop variables are two plain names: for i, j in iz.ndrange(n, m)")
+        outer, inner = target.elts
+        assert isinstance(outer, ast.Name) and isinstance(inner, ast.Name)
+        trips = []
+        for extent in call.args:
+            value = self.scalar(extent, "iz.ndrange()")
+            if value.type.is_float:
+                raise self.error(extent, f"iz.ndrange() needs integer extents, got {describe_type(value.type)}")
+            stop = self.convert(value, I64)
+            trips.append(self.trip_count(call, Constant(I64, 0), stop, Constant(I64, 1)))
+        with self.located(call):
+            total = self.emit_pure(Op.IMUL, trips[0], trips[1], name="trip")
+        zero, one = Constant(I64, 0), Constant(I64, 1)
+        self.counted_loop(node, total, f"{outer.id}.{inner.id}.iv", node.body,
+                          [(outer, zero, one, (trips[1], True)), (inner, zero, one, (trips[1], False))], True)
 
     def counted_loop(self, node: ast.For, trip: Value, counter_name: str, body: list[ast.stmt],
                      targets: list[tuple[ast.Name, Value, Value, tuple[Value, bool] | None]],
