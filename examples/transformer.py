@@ -137,8 +137,8 @@ def dense(out: Array[f64, 4], lo: i64, x: Array[f64, 4], W: Array[f64, 3], bias:
 
 
 @iz.kernel
-def causal_attention(out: Array[f64, 4], probs: Array[f64, 4], qkv: Array[f64, 4], layer: i64, heads: i64,
-                     head_dim: i64):
+def causal_attention(out: Array[f64, 4], probs: Array[f64, 4], scores: Array[f64, 4], qkv: Array[f64, 4],
+                     layer: i64, heads: i64, head_dim: i64):
     # for batch b, head h, query i: p_ij = softmax_j(q_i . k_j / sqrt(head_dim)) over j <= i and
     # out[layer, b, i, h head_dim + c] = sum_j p_ij v_jc, with q, k, v the column blocks 0, d, 2 d of qkv
     # (the head's columns in each); probs[layer, b, h S + i, j] keeps exp(score - shift) for the reverse pass
@@ -152,14 +152,12 @@ def causal_attention(out: Array[f64, 4], probs: Array[f64, 4], qkv: Array[f64, 4
                     acc = 0.0
                     for c in range(head_dim):
                         acc += qkv[layer, b, i, h * head_dim + c] * qkv[layer, b, j, d + h * head_dim + c]
+                    scores[layer, b, h * S + i, j] = acc * scale
                     top = max(top, acc * scale)
                 shift = float(math.floor(top))  # an integer: a constant to AD (module docstring)
                 z = 0.0
                 for j in range(i + 1):
-                    acc = 0.0
-                    for c in range(head_dim):
-                        acc += qkv[layer, b, i, h * head_dim + c] * qkv[layer, b, j, d + h * head_dim + c]
-                    e = iz.exp(acc * scale - shift)
+                    e = iz.exp(scores[layer, b, h * S + i, j] - shift)
                     probs[layer, b, h * S + i, j] = e
                     z += e
                 rz = 1.0 / z
@@ -215,6 +213,7 @@ def transformer_loss(tokens: Array[i64, 2], targets: Array[i64, 2], heads: i64, 
     a1 = iz.empty((L, B, S, d), f64)
     qkv = iz.empty((L, B, S, 3 * d), f64)
     probs = iz.empty((L, B, heads * S, S), f64)
+    scores = iz.empty((L, B, heads * S, S), f64)
     att = iz.empty((L, B, S, d), f64)
     mid = iz.empty((L, B, S, d), f64)
     a2 = iz.empty((L, B, S, d), f64)
@@ -224,7 +223,7 @@ def transformer_loss(tokens: Array[i64, 2], targets: Array[i64, 2], heads: i64, 
     for layer in range(L):
         layer_norm(a1, xs, layer, ln1_w, ln1_b, layer)
         dense(qkv, layer, a1, attn_w, attn_b, layer, xs, False)
-        causal_attention(att, probs, qkv, layer, heads, head_dim)
+        causal_attention(att, probs, scores, qkv, layer, heads, head_dim)
         dense(mid, layer, att, proj_w, proj_b, layer, xs, True)
         layer_norm(a2, mid, layer, ln2_w, ln2_b, layer)
         dense(pre, layer, a2, fc1_w, fc1_b, layer, xs, False)
