@@ -152,3 +152,32 @@ def test_threads_split_the_pairs_and_agree_with_one_thread() -> None:
         finally:
             iz.set_num_threads(before)
         np.testing.assert_array_equal(y, expected, err_msg=f"{threads} threads")
+
+
+def two_divisors(y: Array[f64], x: Array[f64], m: i64):
+    u = iz.zeros((len(x), len(x) + 1), f64)
+    for k in iz.prange(len(x)):
+        u[k // m, k % (m + 1)] = x[k]  # not a split: two iterations can write one element
+    for k in iz.prange(len(x)):
+        y[k] = u[k // m, k % (m + 1)]
+
+
+def two_quotients(y: Array[f64], x: Array[f64], m: i64):
+    u = iz.zeros((len(x), len(x)), f64)
+    for k in iz.prange(len(x)):
+        u[k // m, k // m] = x[k]  # m iterations write each element
+    for k in iz.prange(len(x)):
+        y[k] = u[k // m, k // m]
+
+
+@pytest.mark.parametrize("function", [two_divisors, two_quotients])
+def test_indices_that_do_not_split_the_counter_keep_the_loop_serial(function: object) -> None:
+    """A quotient and a remainder by different divisors, or two quotients, do not tell the work items apart:
+    the loop that writes the local array runs serially (a SerialLoopWarning), and the result is Python's."""
+    pytest.importorskip("pyopencl")
+    x = np.random.default_rng(2).random(40)
+    expected, got = np.zeros_like(x), np.zeros_like(x)
+    function(expected, x, 3)  # type: ignore[operator]
+    with pytest.warns(SerialLoopWarning, match="every iteration writes the local array"):
+        iz.kernel(function, backend="opencl")(got, x, 3)  # type: ignore[arg-type]
+    np.testing.assert_array_equal(got, expected)
