@@ -274,8 +274,15 @@ class KernelLowering(CallLowering):
         start, stop, step = self.range_arguments(call)
         trip = self.trip_count(call, start, stop, step)
         unit = isinstance(start, Constant) and start.value == 0 and isinstance(step, Constant) and step.value == 1
-        self.counted_loop(node, trip, node.target.id if unit else f"{node.target.id}.iv", node.body,
-                          [(node.target, start, step, None)], role[0] == "prange")
+        target = node.target
+
+        def assign(counter: Value) -> None:  # i = start + k * step
+            offset = counter if isinstance(step, Constant) and step.value == 1 else \
+                self.emit_pure(Op.IMUL, counter, step)
+            self.assign(target, offset if isinstance(start, Constant) and start.value == 0 else
+                        self.emit_pure(Op.IADD, start, offset))
+        self.counted_loop(node, trip, target.id if unit else f"{target.id}.iv", target.id, assign,
+                          role[0] == "prange")
 
     def lower_ndrange(self, node: ast.For) -> None:
         """`for i, j in iz.ndrange(n, m)`: one parallel loop over the n * m pairs (module docstring)."""
@@ -298,44 +305,32 @@ class KernelLowering(CallLowering):
             trips.append(self.trip_count(call, Constant(I64, 0), stop, Constant(I64, 1)))
         with self.located(call):
             total = self.emit_pure(Op.IMUL, trips[0], trips[1], name="trip")
-        zero, one = Constant(I64, 0), Constant(I64, 1)
-        self.counted_loop(node, total, f"{outer.id}.{inner.id}.iv", node.body,
-                          [(outer, zero, one, (trips[1], True)), (inner, zero, one, (trips[1], False))], True)
 
-    def counted_loop(self, node: ast.For, trip: Value, counter_name: str, body: list[ast.stmt],
-                     targets: list[tuple[ast.Name, Value, Value, tuple[Value, bool] | None]],
-                     parallel: bool) -> None:
-        """A loop of `trip` iterations over `body` (module docstring): a 0-based counter k stepped by 1, and
-        each target set to `start + position * step` in the body, its position being k, or for a collapsed
-        pair of loops (`(inner_trip, outer)`) k // inner_trip for the outer one and k % inner_trip for the
-        inner one."""
+        def assign(counter: Value) -> None:  # i = k // m, j = k % m (m > 0 in the body: k < n * m)
+            with self.located(outer):
+                self.assign(outer, self.emit_pure(Op.IFLOORDIV, counter, trips[1]))
+            with self.located(inner):
+                self.assign(inner, self.emit_pure(Op.IFLOORMOD, counter, trips[1]))
+        self.counted_loop(node, total, f"{outer.id}.{inner.id}.iv", inner.id, assign, True)
+
+    def counted_loop(self, node: ast.For, trip: Value, counter_name: str, name: str,
+                     assign: Callable[[Value], None], parallel: bool) -> None:
+        """A loop of `trip` iterations over `node.body` (module docstring): a 0-based counter k stepped by 1,
+        from which `assign` sets the loop variables at the start of the body."""
         counter = self.hidden_variable(counter_name)
         self.write_variable(counter, Constant(I64, 0))
-        header, loop_body, latch = self.new_block("for.header"), self.new_block("for.body"), self.new_block("for.latch")
+        header, body, latch = self.new_block("for.header"), self.new_block("for.body"), self.new_block("for.latch")
         else_block = self.new_block("for.else") if node.orelse else None
         exit_block = self.new_block("for.end")
         self.branch(header)
         self.switch_to(header)
         index = self.read_variable(counter, node)
-        name = targets[-1][0].id
-        self.cond_branch(self.b.icmp_slt(index, trip, name=f"{name}.cond"), loop_body, else_block or exit_block)
-        self.seal(loop_body, node)
-        self.switch_to(loop_body)
-        quotient: Value | None = None
-        for target, start, step, collapsed in targets:
-            with self.located(target):
-                position = index
-                if collapsed is not None:  # the inner trip count is positive here: k < outer * inner
-                    inner_trip, outer = collapsed
-                    if quotient is None:
-                        quotient = self.emit_pure(Op.IFLOORDIV, index, inner_trip)
-                    position = quotient if outer else self.emit_pure(Op.IFLOORMOD, index, inner_trip)
-                offset = position if isinstance(step, Constant) and step.value == 1 else \
-                    self.emit_pure(Op.IMUL, position, step)
-                value = offset if isinstance(start, Constant) and start.value == 0 else \
-                    self.emit_pure(Op.IADD, start, offset)
-                self.assign(target, value)
-        self.loop_body(body, LoopTargets(exit_block, latch))
+        self.cond_branch(self.b.icmp_slt(index, trip, name=f"{name}.cond"), body, else_block or exit_block)
+        self.seal(body, node)
+        self.switch_to(body)
+        with self.located(node.target):
+            assign(index)
+        self.loop_body(node.body, LoopTargets(exit_block, latch))
         if self.current is not None:
             self.branch(latch)
         self.seal(latch, node)
