@@ -300,3 +300,74 @@ def test_a_slab_written_by_a_later_iteration_is_taped() -> None:
     for kernel in (layers_in_place, layers_clearing_the_read_slab):
         for position in (0, 1):
             _check_gradient(kernel, [rng.standard_normal(5), rng.standard_normal((4, 5))], position)
+
+
+# --- rows of a softmax: a row-major pair of counters, and a row read after the loop that wrote it -------
+
+
+@iz.kernel
+def softmax_rows(q: Array[f64, 3], heads: i64) -> f64:
+    """Attention's softmax: `probs[b, h * S + i, j]` written once (row h * S + i, 0 <= i < S), and read
+    back by the next loop over the same j."""
+    B, S = q.shape[0], q.shape[1]
+    probs = iz.empty((B, heads * S, S), f64)
+    s = 0.0
+    for b in range(B):
+        for h in range(heads):
+            for i in range(S):
+                z = 0.0
+                for j in range(i + 1):
+                    e = iz.exp(q[b, i, h] * q[b, j, h])
+                    probs[b, h * S + i, j] = e
+                    z += e
+                for j in range(i + 1):
+                    s += iz.sin(probs[b, h * S + i, j] / z) * q[b, j, h]
+    return s
+
+
+@iz.kernel
+def overlapping_rows(q: Array[f64, 2]) -> f64:
+    """Rows of S + 1 elements at a stride of S: the last element of row h is the first of row h + 1, which
+    the next row overwrites, so neither the exponential nor the load can be had from `buf` again."""
+    H, S = q.shape[0], q.shape[1]
+    buf = iz.empty(H * S + 1, f64)
+    s = 0.0
+    for h in range(H):
+        for i in range(S + 1):
+            e = iz.exp(q[h, i % S] * q[h, 0])
+            buf[h * S + i] = e
+        for i in range(S + 1):
+            s += iz.sin(buf[h * S + i]) * q[h, i % S]
+    return s
+
+
+def _full_gradient_check(kernel: iz.Kernel, args: list, position: int) -> None:
+    """Every element of the gradient in argument `position` against central differences of `py_func`."""
+    grad = iz.grad(kernel, argnums=position)(*[a.copy() if hasattr(a, "copy") else a for a in args])
+    base = args[position]
+    expected = np.zeros_like(base)
+    for index in np.ndindex(base.shape):
+        values = []
+        for step in (1e-6, -1e-6):
+            shifted = [a.copy() if hasattr(a, "copy") else a for a in args]
+            shifted[position][index] += step
+            values.append(kernel.py_func(*shifted))
+        expected[index] = (values[0] - values[1]) / 2e-6
+    np.testing.assert_allclose(grad, expected, rtol=1e-6, atol=1e-7)
+
+
+def test_a_softmax_row_is_reloaded_not_taped() -> None:
+    """`h * S + i` with i < S (the i loop's trip count is S) is a different row for every (h, i), so the
+    store of e keeps it for the reverse pass (`_radix_pair`), and the second j loop reads what the first
+    wrote, never written again (`_wrote_before`): neither e nor the load is taped."""
+    tapes = _tapes(softmax_rows, ("dup", "const"))
+    assert not any(t.startswith(("<exp>", "<load>", "%e ")) for t in tapes), tapes
+    _full_gradient_check(softmax_rows, [np.random.default_rng(5).standard_normal((2, 4, 3)), 3], 0)
+
+
+def test_overlapping_rows_are_taped() -> None:
+    """Must tape: the i loop runs S + 1 times at a stride of S, so row h's last element is overwritten by
+    row h + 1. The gradient matches central differences (a reload would read row h + 1's first value)."""
+    tapes = _tapes(overlapping_rows, ("dup",))
+    assert any(t.startswith(("<exp>", "<load>", "%e ")) for t in tapes), tapes
+    _full_gradient_check(overlapping_rows, [np.random.default_rng(6).standard_normal((3, 4))], 0)

@@ -142,22 +142,9 @@ class PrimalAvailability:
         if len(writers) != 1 or writers[0][0].op is not Op.STORE or len(writers[0][0].operands) != 3:
             return None
         store = writers[0][0]
-        stored_frame, read_frame = self.counters.get(store.operands[2]), self.counters.get(load.operands[1])
-        if stored_frame is None or read_frame is None or stored_frame.trip is None \
-                or not same_value(read_frame.trip, stored_frame.trip):
+        loop = self._read_after_loop(load, store)
+        if loop is None:
             return None
-        loop, reader = stored_frame.loop, read_frame.loop
-        stored_in, read_in = store.block, load.block
-        assert stored_in is not None
-        if self.nest.loop_of(stored_in) is not loop or read_in is reader.header or not reader.contains(read_in) \
-                or loop.contains(read_in) or not self._entered_before(loop, stored_frame.trip, read_in) \
-                or not all(self.tree.dominates(stored_in, latch) for latch in loop.latches):
-            return None
-        if loops_around(self.nest, read_in)[:loop.depth - 1] != loops_around(self.nest, loop.header)[:-1]:
-            return None
-        if any(not loop.contains(successor) for block in loop.blocks if block is not loop.header
-               for successor in block.successors):
-            return None  # an exit other than the header's (break, return): maybe fewer iterations
         return store, loop
 
     def _entered_before(self, loop: Loop, trip: Value, block: Block) -> bool:
@@ -183,15 +170,63 @@ class PrimalAvailability:
         """Does `store` write a different element in every iteration of every loop around it? Each loop
         claims an index position of its own holding its induction variable (nonzero constant step), or
         that plus or minus a value defined outside the loop: then two runs of the store in different
-        iterations of some loop (the same iterations of the loops outside it) differ in that index."""
+        iterations of some loop (the same iterations of the loops outside it) differ in that index. Two
+        loops may share a position that holds a row-major pair of their counters (`_radix_pair`, the
+        attention's `probs[b, h * S + i, j]`)."""
+        indices = store.operands[2:]
+        shared: dict[Loop, int] = {}
+        for position, index in enumerate(indices):
+            pair = self._radix_pair(index, store)
+            if pair is not None:
+                shared.setdefault(pair[0], position)
+                shared.setdefault(pair[1], position)
         claimed: set[int] = set()
         for loop in loops_around(self.nest, store.block):  # type: ignore[arg-type]
-            position = next((p for p, index in enumerate(store.operands[2:])
+            position = next((p for p, index in enumerate(indices)
                              if p not in claimed and self._steps_with(index, loop)), None)
+            if position is None:
+                position = shared.get(loop)
             if position is None:
                 return False
             claimed.add(position)
         return True
+
+    def _radix_pair(self, index: Value, store: Instruction) -> tuple[Loop, Loop] | None:
+        """(O, I) when `index` is `c + o * E + i` (its three terms in any order of `iadd`s): `c` defined
+        outside the loop O, `o` an induction variable of O with a nonzero constant step, `i` the counter of
+        a loop I around `store` inside O, whose trip count is `E` (or `max(E, 0)`), and `store` not in I's
+        header (where the counter reaches the trip count). Then 0 <= i < E wherever the store runs, so
+        two runs in different iterations of O, or of I (the same iterations of the loops outside),
+        write different values of `index`: the position serves both loops."""
+        terms: list[Value] = []
+        pending = [index]
+        while pending and len(terms) <= 3:
+            value = pending.pop()
+            if isinstance(value, Instruction) and value.op is Op.IADD:
+                pending.extend(value.operands)
+            else:
+                terms.append(value)
+        if len(terms) > 3:
+            return None
+        for product in terms:
+            if not isinstance(product, Instruction) or product.op is not Op.IMUL:
+                continue
+            for outer_iv, extent in (product.operands, product.operands[::-1]):
+                induction = self._induction(outer_iv)
+                if induction is None or not isinstance(induction[2], Constant) or induction[2].value == 0:
+                    continue
+                outer = induction[0]
+                rest = [term for term in terms if term is not product]
+                for counter in rest:
+                    frame = self.counters.get(counter)  # type: ignore[arg-type]
+                    inner = frame.loop if frame is not None else None
+                    if inner is None or inner is outer or not outer.contains(inner) \
+                            or not inner.contains(store.block) or store.block is inner.header \
+                            or frame.trip is None or not _bounded_by(frame.trip, extent) \
+                            or any(not _defined_outside(term, outer) for term in rest if term is not counter):
+                        continue
+                    return outer, inner
+        return None
 
     def _steps_with(self, index: Value, loop: Loop) -> bool:
         """Is `index` an induction variable of `loop` with a nonzero constant step, or `iv + c`, `c + iv`,
@@ -313,9 +348,59 @@ class PrimalAvailability:
                 continue
             later = written in reach or \
                 (written is block and (writer.block is not block or block.position(writer) > position))
-            if later and not self._writes_another_slab(access, writer, written, root):
+            if later and not self._writes_another_slab(access, writer, written, root) \
+                    and not self._wrote_before(access, writer):
                 return False
         return True
+
+    def _wrote_before(self, load: Instruction, store: Instruction) -> bool:
+        """Did `store` write the element `load` reads before the load ran, and never write it again? Then
+        the store, running later, is no write that changes what the load read. Yes when the store writes a
+        different element in every iteration of the loops around it (`_distinct_per_iteration`), so once
+        written, an element stays, and the load reads what the loop J around the store wrote whole
+        (`_read_after_loop`): `probs[b, r, j]` written in `for j in range(i + 1)`, read in the next loop
+        of the same trip count."""
+        return load.op is Op.LOAD and store.op is Op.STORE and store.operands[1] is load.operands[0] \
+            and self._read_after_loop(load, store) is not None and self._distinct_per_iteration(store)
+
+    def _read_after_loop(self, load: Instruction, store: Instruction) -> Loop | None:
+        """J when `load`, `A[..., e, ...]`, reads an element the store S, `A[..., j, ...]`, wrote, with j
+        the counter of the loop J and the other indices the same values, defined outside J and the load's
+        loops, in the iteration of the loops around J where the load runs. It holds when
+        - S runs once in every iteration of J (its block is in J, in no loop inside it, and dominates J's
+          latches), and J leaves only from its header, after its trip count of iterations;
+        - the load is in the loops around J but not in J, and J has run in their iteration whenever the load
+          runs (`_entered_before`);
+        - e is the counter of a loop C of J's trip count and the load is in C's body (not its header, where
+          the counter reaches the trip count): e is an element S wrote.
+        None otherwise."""
+        read, stored = load.operands[1:], store.operands[2:]
+        if len(read) != len(stored) or load.block is None or store.block is None:
+            return None
+        differing = [p for p, (a, b) in enumerate(zip(read, stored)) if not same_value(a, b)]
+        if len(differing) != 1:
+            return None
+        position = differing[0]
+        stored_frame, read_frame = self.counters.get(stored[position]), self.counters.get(read[position])  # type: ignore[arg-type]
+        if stored_frame is None or read_frame is None or stored_frame.trip is None \
+                or not same_value(read_frame.trip, stored_frame.trip):
+            return None
+        loop, reader = stored_frame.loop, read_frame.loop
+        stored_in, read_in = store.block, load.block
+        if self.nest.loop_of(stored_in) is not loop or read_in is reader.header or not reader.contains(read_in) \
+                or loop.contains(read_in) or not self._entered_before(loop, stored_frame.trip, read_in) \
+                or not all(self.tree.dominates(stored_in, latch) for latch in loop.latches):
+            return None
+        if loops_around(self.nest, read_in)[:loop.depth - 1] != loops_around(self.nest, loop.header)[:-1]:
+            return None
+        if any(not loop.contains(successor) for block in loop.blocks if block is not loop.header
+               for successor in block.successors):
+            return None  # an exit other than the header's (break, return): maybe fewer iterations
+        if any(p != position and (not _defined_outside(a, loop) or not _defined_outside(a, reader)
+                                  or not _defined_outside(b, loop) or not _defined_outside(b, reader))
+               for p, (a, b) in enumerate(zip(read, stored))):
+            return None
+        return loop
 
     def _writes_another_slab(self, access: Instruction, writer: Instruction, written: Block, root: Value) -> bool:
         """Can `writer`, when it runs after `access`, never touch the element `access` touched, because both
@@ -467,6 +552,15 @@ def _reachable_within_iteration(block: Block, loop: Loop) -> set[Block]:
                 seen.add(successor)
                 pending.append(successor)
     return seen
+
+
+def _bounded_by(trip: Value, extent: Value) -> bool:
+    """Is the trip count `trip` at most `extent`: the same value, or `max(extent, 0)` (a `range(extent)`)?"""
+    if same_value(trip, extent):
+        return True
+    return isinstance(trip, Instruction) and trip.op is Op.IMAX and any(
+        same_value(a, extent) and isinstance(b, Constant) and b.value == 0
+        for a, b in (trip.operands, trip.operands[::-1]))
 
 
 def _defined_outside(value: Value, loop: Loop) -> bool:
