@@ -100,13 +100,56 @@ def layer_norm(out: Array[f64, 4], x: Array[f64, 4], lx: i64, weight: Array[f64,
 def dense(out: Array[f64, 4], lo: i64, x: Array[f64, 4], W: Array[f64, 3], bias: Array[f64, 2], layer: i64,
           residual: Array[f64, 4], with_residual: boolean):
     # out[lo, b, s, o] = bias[layer, o] + W[layer, o, :] . x[layer, b, s, :] (+ residual[layer, b, s, o]),
-    # four tokens at a time: each weight is loaded once for four products, and the reverse pass adds its
-    # adjoint into the weight's once for four (the weights' adjoints are the traffic of the reverse pass)
-    S = x.shape[2]
+    # four tokens and two outputs at a time: each weight is loaded once for four products and each input
+    # once for two; the reverse pass adds into a weight's adjoint once for four products and into an
+    # input's adjoint once for two (those adds, a load and a store each, are the reverse pass's traffic)
+    S, O = x.shape[2], W.shape[1]
     for b in iz.prange(x.shape[1]):
         for block in range(S // 4):
             s = 4 * block
-            for o in range(W.shape[1]):
+            for pair in range(O // 2):
+                o = 2 * pair
+                a0 = bias[layer, o]
+                a1 = a0
+                a2 = a0
+                a3 = a0
+                c0 = bias[layer, o + 1]
+                c1 = c0
+                c2 = c0
+                c3 = c0
+                for i in range(W.shape[2]):
+                    w = W[layer, o, i]
+                    v = W[layer, o + 1, i]
+                    x0 = x[layer, b, s, i]
+                    x1 = x[layer, b, s + 1, i]
+                    x2 = x[layer, b, s + 2, i]
+                    x3 = x[layer, b, s + 3, i]
+                    a0 += w * x0
+                    a1 += w * x1
+                    a2 += w * x2
+                    a3 += w * x3
+                    c0 += v * x0
+                    c1 += v * x1
+                    c2 += v * x2
+                    c3 += v * x3
+                if with_residual:
+                    a0 += residual[layer, b, s, o]
+                    a1 += residual[layer, b, s + 1, o]
+                    a2 += residual[layer, b, s + 2, o]
+                    a3 += residual[layer, b, s + 3, o]
+                    c0 += residual[layer, b, s, o + 1]
+                    c1 += residual[layer, b, s + 1, o + 1]
+                    c2 += residual[layer, b, s + 2, o + 1]
+                    c3 += residual[layer, b, s + 3, o + 1]
+                out[lo, b, s, o] = a0
+                out[lo, b, s + 1, o] = a1
+                out[lo, b, s + 2, o] = a2
+                out[lo, b, s + 3, o] = a3
+                out[lo, b, s, o + 1] = c0
+                out[lo, b, s + 1, o + 1] = c1
+                out[lo, b, s + 2, o + 1] = c2
+                out[lo, b, s + 3, o + 1] = c3
+            for o in range(O - O % 2, O):  # the last output when O is odd
                 a0 = bias[layer, o]
                 a1 = a0
                 a2 = a0

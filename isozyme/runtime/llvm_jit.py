@@ -42,10 +42,22 @@ class LLVMHost:
     """Loaded object files, kept alive with the engine."""
 
 
+LLVM_OPTIONS = ("-hoist-runtime-checks=false",)
+"""LLVM command-line options set once per process (process-wide: other llvmlite users in the process, such
+as Numba, see them too). `-hoist-runtime-checks=false`: a vectorized inner loop's run-time overlap checks
+stay at the inner loop's entry. Hoisted out of the loop around it, each pointer's range covers all of that
+loop's iterations, so two rows of one array that the inner loop writes together (`d_W[o, i]` and
+`d_W[o + 1, i]` in the reverse of a dense layer blocked by two outputs) always seem to overlap and the
+scalar loop runs instead: the transformer's training step took 22.8 ms with the checks hoisted and 18.1 ms
+without (2 layers, 2 threads, in one process)."""
+
+
 @functools.cache
 def host() -> LLVMHost:
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
+    for option in LLVM_OPTIONS:
+        llvm.set_option("isozyme", option)
     libm = ctypes.util.find_library("m")
     if libm:
         llvm.load_library_permanently(libm)
@@ -64,7 +76,7 @@ def host_description() -> str:
     features = llvm.get_host_cpu_features().flatten()
     version = ".".join(map(str, llvm.llvm_version_info))
     return (f"llvmlite {llvmlite.__version__}; LLVM {version}; {llvm.get_process_triple()}; "
-            f"{llvm.get_host_cpu_name()}; {features}")
+            f"{llvm.get_host_cpu_name()}; {features}; {' '.join(LLVM_OPTIONS)}")
 
 
 def prepare(ir_text: str) -> llvm.ModuleRef:
