@@ -328,6 +328,35 @@ def test_transformer_training_checks_every_loss_curve(tmp_path: Path, monkeypatc
     assert row["variants"]["torch.compile"]["check"]["passed"] is True
 
 
+# --- ba_gpu.py -------------------------------------------------------------------------------------------------
+
+@needs_opencl
+def test_ba_gpu_runs_and_fails_on_a_wrong_gradient(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import ba_gpu
+
+    output = tmp_path / "ba_gpu.json"
+    tiny = ["--sizes", "3x12x40", "--peers", "", "--serial", "--repeats", "2", "--json", str(output)]
+    assert ba_gpu.main(tiny) == 0
+    report = json.loads(output.read_text())
+    assert report["passed"] is True and set(report["rows"][0]["ms"]) == {"isozyme parallel", "isozyme serial"}
+    assert all(check["calls"] == 3 for check in report["rows"][0]["checks"].values())
+    made = ba_gpu.isozyme_variant
+
+    def wrong_in_the_second_call(kernel: iz.Kernel, args: tuple) -> tuple:
+        call, host = made(kernel, args)
+        perturb = perturb_call(2)
+
+        def perturbed(returned: Any) -> dict:
+            result = host(returned)
+            perturb(result["d_cams"])
+            return result
+        return call, perturbed
+    monkeypatch.setattr(ba_gpu, "isozyme_variant", wrong_in_the_second_call)
+    assert ba_gpu.main(tiny) == 1
+    checks = json.loads(output.read_text())["rows"][0]["checks"]
+    assert not checks["isozyme parallel"]["passed"] and not checks["isozyme serial"]["passed"]
+
+
 # --- gmm_gpu.py ------------------------------------------------------------------------------------------------
 
 @needs_opencl

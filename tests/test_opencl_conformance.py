@@ -208,6 +208,32 @@ def test_gmm_gpu_gradient_matches_the_serial_kernel(n: int, d: int, k: int, kern
             assert_close(a, b, f"GMM {kernel} n={n} d={d} K={k}, call {call + 1}: {name}")
 
 
+def test_ba_parallel_gradient_matches_the_serial_kernel() -> None:
+    """BA's sum of squares as one prange over the observations (`ba_sum_of_squares_parallel`: a work item per
+    observation, atomic adds into the adjoints of the cameras and points they share) against the serial
+    kernel on llvm, at ba1's size on a GPU; every observation's camera and point perturbed, so that no two
+    adds are the same number."""
+    from isozyme.benchmark_suite import ba
+
+    n, m, p = ba.ADBENCH_SIZES["ba1"] if real_sizes() else (3, 12, 40)
+    args = ba.make_args(n, m, p, seed=3, jitter=0.01)
+
+    def gradient(kernel: iz.Kernel, backend: str) -> list[np.ndarray]:
+        cams, X, w, obs, feats, err, w_err = (a.copy() for a in args)
+        shadows = [np.zeros_like(a) for a in (cams, X, w, err, w_err)]
+        value, _ = iz.autodiff(kernel, iz.Duplicated(cams, shadows[0]), iz.Duplicated(X, shadows[1]),
+                               iz.Duplicated(w, shadows[2]), obs, feats, iz.Duplicated(err, shadows[3]),
+                               iz.Duplicated(w_err, shadows[4]), backend=backend)
+        return [np.array([value]), *shadows[:3], err, w_err]
+    expected = gradient(ba.ba_sum_of_squares, "llvm")
+    for call in range(repeats()):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", SerialLoopWarning)  # the observations' loop runs in parallel
+            got = gradient(ba.ba_sum_of_squares_parallel, "opencl")
+        for name, a, b in zip(("value", "d_cams", "d_X", "d_w", "reproj_err", "w_err"), got, expected, strict=True):
+            assert_close(a, b, f"BA n={n} m={m} p={p}, call {call + 1}: {name}")
+
+
 # --- ADBench's GMM, BA and LSTM, the examples ----------------------------------------------------------
 
 SMALL = {"gmm": {"d": 3, "K": 4, "n": 30}, "ba_sumsq": {"n": 3, "m": 12, "p": 40}, "lstm": {"l": 2, "c": 6, "b": 5}}

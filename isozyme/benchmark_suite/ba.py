@@ -11,8 +11,9 @@ obs[i, 1] from camera obs[i, 0] at feature feats[i] with weight w[i]:
 
 `ba_objective` is ADBench's primal (all residuals); `ba_sum_of_squares` (benchmark "ba_sumsq", the second BA
 row of TARGETS.md, not an ADBench objective) sums their squares and is differentiated in one reverse sweep
-(with respect to all cameras, points and weights). ADBench's Jacobian (2p + p rows, 11 n + 3 m + p
-columns) is made of 2 x 15 blocks, one per observation, computed by two reverse sweeps of the observation's
+(with respect to all cameras, points and weights); `ba_sum_of_squares_parallel` is the same sum as one
+`prange` over the observations (`benchmarks/ba_gpu.py` runs it on a GPU). ADBench's Jacobian (2p + p rows,
+11 n + 3 m + p columns) is made of 2 x 15 blocks, one per observation, computed by two reverse sweeps of the observation's
 `compute_reproj_error` (seeds (1, 0) and (0, 1)), and of dw_err/dw = -2 w. `ba_jacobian` (the benchmark's
 gradient) runs those sweeps for all observations in two calls: `ba_reproj_blocks` loops over the
 observations reading each one's own copy of its camera and point (gathered by numpy, `cams[obs[:, 0]]`),
@@ -131,6 +132,20 @@ def ba_sum_of_squares(cams: Array[f64, 2], X: Array[f64, 2], w: Array[f64], obs:
     ba_objective(cams, X, w, obs, feats, reproj_err, w_err)
     s = 0.0
     for i in range(len(w)):
+        s += reproj_err[i, 0] * reproj_err[i, 0] + reproj_err[i, 1] * reproj_err[i, 1] + w_err[i] * w_err[i]
+    return s
+
+
+@iz.kernel
+def ba_sum_of_squares_parallel(cams: Array[f64, 2], X: Array[f64, 2], w: Array[f64], obs: Array[i64, 2],
+                               feats: Array[f64, 2], reproj_err: Array[f64, 2], w_err: Array[f64]) -> f64:
+    # ba_sum_of_squares as one parallel loop over the observations (a GPU's formulation, and the CPU's
+    # threads): each iteration writes its own residuals and adds its squares into the sum; in reverse, its
+    # camera's and point's adjoints are atomic adds (observations share cameras and points)
+    s = 0.0
+    for i in iz.prange(len(w)):
+        compute_reproj_error(cams, obs[i, 0], X, obs[i, 1], w, i, feats, reproj_err)
+        w_err[i] = 1.0 - w[i] * w[i]
         s += reproj_err[i, 0] * reproj_err[i, 0] + reproj_err[i, 1] * reproj_err[i, 1] + w_err[i] * w_err[i]
     return s
 

@@ -1,0 +1,190 @@
+"""The BA gradient on one GPU: isozyme's OpenCL against JAX, torch.compile and torch eager, in one run (issue 24).
+
+    ISOZYME_OPENCL_DEVICE=nvidia python benchmarks/ba_gpu.py [--sizes ba1,ba5] [--repeats 20]
+        [--peers jax,torch,torch_compile] [--serial] [--json FILE]
+
+ADBench's bundle adjustment as the suite's "ba_sumsq" benchmark (`isozyme/benchmark_suite/ba.py`): the sum of
+the squared reprojection and weight errors, its gradient with respect to the cameras, points and weights, at
+ADBench's sizes (`ba1` is n=49 cameras, m=7,776 points, p=31,843 observations; `--sizes` takes ADBench names
+or `NxMxP`), on ADBench's replicated data with every copy perturbed by 1% (seeded), so that no two
+observations are the same numbers. Rows:
+
+- `isozyme parallel`: `ba_sum_of_squares_parallel`, one `prange` over the observations (a work item per
+  observation; the reverse adds into the adjoints of the cameras and points the observations share);
+- `isozyme serial` (`--serial`): the suite's `ba_sum_of_squares`, whose loops are serial (one work item);
+- `jax`: `jax.jit(jax.value_and_grad(...))` of the suite's JAX formulation (`peer_jax.ba_sum_of_squares_loss`,
+  gathered cameras and points, `vmap` over the observations) on the GPU;
+- `torch_compile`, `torch`: `torch.compile` and eager PyTorch of `peer_torch.ba_sum_of_squares_loss` on the
+  GPU, the gradient by `torch.autograd.grad`.
+
+Arguments are on the GPU before timing (isozyme: `iz.to_device`; its shadows zeroed before each call,
+untimed); each timed call ends when its results are on the device. Times are medians of `--repeats` calls
+after a first call (which compiles; its seconds are reported too). Checks: every call's value and gradient
+against the CPU's, the serial kernel on `llvm`, to 1e-10 relative in the max-norm (the same f64 math, sums
+and atomic adds in another order); a mismatch prints MISMATCH and the script exits with status 1 after
+writing everything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "benchmarks"), str(ROOT)]
+
+import isozyme as iz  # noqa: E402
+from isozyme import Duplicated  # noqa: E402
+from isozyme.benchmark_checks import MISMATCH, Check, exit_status  # noqa: E402
+from isozyme.benchmark_suite import ba  # noqa: E402
+from isozyme.runtime.opencl_device import device  # noqa: E402
+
+TOLERANCE = 1e-10
+REASON = "the same f64 math, its sums and atomic adds in another order"
+GRADIENT = ("d_cams", "d_X", "d_w")
+
+
+def sizes_of(text: str) -> tuple[int, int, int]:
+    """An ADBench name (`ba1`) or `NxMxP`."""
+    if text in ba.ADBENCH_SIZES:
+        return ba.ADBENCH_SIZES[text]
+    n, m, p = (int(part) for part in text.split("x"))
+    return n, m, p
+
+
+def problem(n: int, m: int, p: int) -> tuple[tuple, dict[str, Any]]:
+    """The arguments (host) and the reference: the serial kernel's value and gradient on the CPU."""
+    args = ba.make_args(n, m, p, seed=0, jitter=0.01)
+    value, shadows = isozyme_gradient(ba.ba_sum_of_squares, [a.copy() for a in args], "llvm")
+    return args, {"value": value, **{name: s for name, s in zip(GRADIENT, shadows)}}
+
+
+def isozyme_gradient(kernel: iz.Kernel, arrays: list, backend: str, shadows: list | None = None) -> tuple:
+    """The value and the shadows of cams, X, w after `iz.autodiff` (shadows of the residuals' arrays too)."""
+    cams, X, w, obs, feats, err, w_err = arrays
+    if shadows is None:
+        shadows = [np.zeros(a.shape) for a in (cams, X, w, err, w_err)]
+    value, _ = iz.autodiff(kernel, Duplicated(cams, shadows[0]), Duplicated(X, shadows[1]),
+                           Duplicated(w, shadows[2]), obs, feats, Duplicated(err, shadows[3]),
+                           Duplicated(w_err, shadows[4]), backend=backend)
+    return value, shadows[:3]
+
+
+def isozyme_variant(kernel: iz.Kernel, args: tuple) -> tuple[Callable[[], Any], Callable[[Any], dict]]:
+    """A gradient call on device arrays (shadows zeroed before it) and the host copy of what it returned."""
+    arrays = [iz.to_device(np.ascontiguousarray(a)) for a in args]
+    shadows = [iz.to_device(np.zeros(a.shape)) for a in (args[0], args[1], args[2], args[5], args[6])]
+    zeros = [np.zeros(s.shape) for s in shadows]
+
+    def call() -> Any:
+        return isozyme_gradient(kernel, arrays, "opencl", shadows)
+    call.setup = lambda: [s.set(z) for s, z in zip(shadows, zeros)]  # type: ignore[attr-defined]
+
+    def host(returned: Any) -> dict:
+        return {"value": returned[0], **{name: s.get() for name, s in zip(GRADIENT, shadows)}}
+    return call, host
+
+
+def jax_variant(args: tuple) -> tuple[Callable[[], Any], Callable[[Any], dict]]:
+    import jax
+
+    from isozyme.benchmark_suite import peer_jax
+
+    jax.config.update("jax_enable_x64", True)
+    loss = jax.jit(jax.value_and_grad(peer_jax.ba_sum_of_squares_loss, argnums=(0, 1, 2)))
+    inputs = [jax.device_put(np.asarray(a)) for a in args[:5]]
+
+    def call() -> Any:
+        return jax.block_until_ready(loss(*inputs))
+
+    def host(returned: Any) -> dict:
+        value, grads = returned
+        return {"value": float(value), **{name: np.asarray(g, dtype=np.float64) for name, g in zip(GRADIENT, grads)}}
+    return call, host
+
+
+def torch_variant(args: tuple, compiled: bool) -> tuple[Callable[[], Any], Callable[[Any], dict]]:
+    import torch
+
+    from isozyme.benchmark_suite import peer_torch
+
+    loss = torch.compile(peer_torch.ba_sum_of_squares_loss) if compiled else peer_torch.ba_sum_of_squares_loss
+    tensors = [torch.tensor(np.asarray(a), device="cuda") for a in args[:5]]
+    for t in tensors[:3]:
+        t.requires_grad_(True)
+
+    def call() -> Any:
+        value = loss(*tensors)
+        grads = torch.autograd.grad(value, tensors[:3])
+        torch.cuda.synchronize()
+        return value, grads
+
+    def host(returned: Any) -> dict:
+        value, grads = returned
+        return {"value": float(value), **{name: g.detach().cpu().numpy() for name, g in zip(GRADIENT, grads)}}
+    return call, host
+
+
+def measure(n: int, m: int, p: int, peers: list[str], repeats: int, serial: bool) -> tuple[dict, list[Check]]:
+    from gmm_gpu import cuda_available, run
+
+    args, reference = problem(n, m, p)
+    variants: dict[str, tuple] = {"isozyme parallel": isozyme_variant(ba.ba_sum_of_squares_parallel, args)}
+    if serial:
+        variants["isozyme serial"] = isozyme_variant(ba.ba_sum_of_squares, args)
+    if "jax" in peers:
+        variants["jax"] = jax_variant(args)
+    for name in ("torch_compile", "torch"):
+        if name in peers and cuda_available():
+            variants[name] = torch_variant(args, compiled=name == "torch_compile")
+    row: dict[str, Any] = {"n": n, "m": m, "p": p, "ms": {}, "first_call_s": {}, "checks": {}}
+    checks = []
+    for name, (call, host) in variants.items():
+        check = Check(f"BA n={n} m={m} p={p} {name} against the CPU's gradient", TOLERANCE, REASON)
+        first, median = run(call, host, min(repeats, 3) if name == "isozyme serial" else repeats, check, reference)
+        row["ms"][name], row["first_call_s"][name] = median * 1e3, first
+        row["checks"][name] = check.as_dict()
+        checks.append(check)
+    return row, checks
+
+
+def print_row(row: dict[str, Any]) -> None:
+    print(f"n={row['n']} m={row['m']} p={row['p']}")
+    jax_ms = row["ms"].get("jax")
+    for name, ms in row["ms"].items():
+        versus = f"  {ms / jax_ms:6.2f}x JAX's time" if jax_ms else ""
+        status = "" if row["checks"][name]["passed"] else f"  {MISMATCH}"
+        print(f"  {name:18s} {ms:10.3f} ms  (first call {row['first_call_s'][name]:.2f} s){versus}{status}",
+              flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="ba1,ba5")
+    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--peers", default="jax,torch,torch_compile")
+    parser.add_argument("--serial", action="store_true")
+    parser.add_argument("--json")
+    options = parser.parse_args(argv)
+    peers = [peer for peer in options.peers.split(",") if peer]
+    rows, checks = [], []
+    for text in options.sizes.split(","):
+        row, row_checks = measure(*sizes_of(text), peers, options.repeats, options.serial)
+        print_row(row)
+        rows.append(row)
+        checks.extend(row_checks)
+    status = exit_status(checks, "ba_gpu.py")
+    if options.json:
+        report = {"device": device().name, "passed": status == 0, "tolerance": TOLERANCE, "rows": rows}
+        Path(options.json).write_text(json.dumps(report, indent=1))
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
