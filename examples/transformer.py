@@ -103,11 +103,11 @@ def dense(out: Array[f64, 4], lo: i64, x: Array[f64, 4], W: Array[f64, 3], bias:
     # four tokens and two outputs at a time: each weight is loaded once for four products and each input
     # once for two; the reverse pass adds into a weight's adjoint once for four products and into an
     # input's adjoint once for two (those adds, a load and a store each, are the reverse pass's traffic)
-    S, O = x.shape[2], W.shape[1]
+    S, n_out = x.shape[2], W.shape[1]
     for b in iz.prange(x.shape[1]):
         for block in range(S // 4):
             s = 4 * block
-            for pair in range(O // 2):
+            for pair in range(n_out // 2):
                 o = 2 * pair
                 a0 = bias[layer, o]
                 a1 = a0
@@ -149,7 +149,7 @@ def dense(out: Array[f64, 4], lo: i64, x: Array[f64, 4], W: Array[f64, 3], bias:
                 out[lo, b, s + 1, o + 1] = c1
                 out[lo, b, s + 2, o + 1] = c2
                 out[lo, b, s + 3, o + 1] = c3
-            for o in range(O - O % 2, O):  # the last output when O is odd
+            for o in range(n_out - n_out % 2, n_out):  # the last output when n_out is odd
                 a0 = bias[layer, o]
                 a1 = a0
                 a2 = a0

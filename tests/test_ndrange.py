@@ -82,7 +82,7 @@ def wrong_rank(y: Array[f64, 2], x: Array[f64, 2]):
 
 
 def not_a_pair(y: Array[f64, 2], x: Array[f64, 2]):
-    for i in iz.ndrange(x.shape[0], x.shape[1]):
+    for i in iz.ndrange(x.shape[0], x.shape[1]):  # noqa: B007  (one name: a CompileError)
         y[0, 0] = x[0, 0]
 
 

@@ -13,8 +13,8 @@ obs[i, 1] from camera obs[i, 0] at feature feats[i] with weight w[i]:
 row of TARGETS.md, not an ADBench objective) sums their squares and is differentiated in one reverse sweep
 (with respect to all cameras, points and weights); `ba_sum_of_squares_parallel` is the same sum as one
 `prange` over the observations (`benchmarks/ba_gpu.py` runs it on a GPU). ADBench's Jacobian (2p + p rows,
-11 n + 3 m + p columns) is made of 2 x 15 blocks, one per observation, computed by two reverse sweeps of the observation's
-`compute_reproj_error` (seeds (1, 0) and (0, 1)), and of dw_err/dw = -2 w. `ba_jacobian` (the benchmark's
+11 n + 3 m + p columns) is made of 2 x 15 blocks, one per observation, computed by two reverse sweeps of the
+observation's `compute_reproj_error` (seeds (1, 0) and (0, 1)), and of dw_err/dw = -2 w. `ba_jacobian` (the benchmark's
 gradient) runs those sweeps for all observations in two calls: `ba_reproj_blocks` loops over the
 observations reading each one's own copy of its camera and point (gathered by numpy, `cams[obs[:, 0]]`),
 so the reverse of iteration i is observation i's sweep and its adjoints land in block i, never summed with
