@@ -127,7 +127,7 @@ def torch_variant(args: tuple, compiled: bool) -> tuple[Callable[[], Any], Calla
 
     def host(returned: Any) -> dict:
         value, grads = returned
-        return {"value": float(value), **{name: g.detach().cpu().numpy() for name, g in zip(GRADIENT, grads)}}
+        return {"value": float(value.detach()), **{name: g.detach().cpu().numpy() for name, g in zip(GRADIENT, grads)}}
     return call, host
 
 
