@@ -371,3 +371,27 @@ def test_overlapping_rows_are_taped() -> None:
     tapes = _tapes(overlapping_rows, ("dup",))
     assert any(t.startswith(("<exp>", "<load>", "%e ")) for t in tapes), tapes
     _full_gradient_check(overlapping_rows, [np.random.default_rng(6).standard_normal((3, 4))], 0)
+
+
+@iz.kernel
+def rows_of_varying_length(q: Array[f64, 2]) -> f64:
+    """Row h has E = H + 2 - h elements at offset h * E: row 1 is [4, 8) and row 2 [6, 9) for H = 3, so row 2
+    overwrites the end of row 1; neither the exponential nor the load can be had from `buf` again."""
+    H, S = q.shape[0], q.shape[1]
+    buf = iz.empty(4 * H * H + 4, f64)
+    s = 0.0
+    for h in range(H):
+        E = H + 2 - h
+        for i in range(E):
+            buf[h * E + i] = iz.exp(q[h, i % S] * q[h, 0])
+        for i in range(E):
+            s += iz.sin(buf[h * E + i]) * q[h, i % S]
+    return s
+
+
+def test_rows_whose_length_varies_with_the_row_are_taped() -> None:
+    """Must tape: `h * E + i` with E depending on h is no row-major pair (rows overlap). The gradient
+    matches central differences."""
+    tapes = _tapes(rows_of_varying_length, ("dup",))
+    assert any(t.startswith(("<exp>", "<load>")) for t in tapes), tapes
+    _full_gradient_check(rows_of_varying_length, [np.random.default_rng(7).standard_normal((3, 4))], 0)

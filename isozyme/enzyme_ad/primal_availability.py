@@ -192,8 +192,8 @@ class PrimalAvailability:
         return True
 
     def _radix_pair(self, index: Value, store: Instruction) -> tuple[Loop, Loop] | None:
-        """(O, I) when `index` is `c + o * E + i` (its three terms in any order of `iadd`s): `c` defined
-        outside the loop O, `o` an induction variable of O with a nonzero constant step, `i` the counter of
+        """(O, I) when `index` is `c + o * E + i` (its three terms in any order of `iadd`s): `c` and `E`
+        defined outside the loop O, `o` an induction variable of O with a nonzero constant step, `i` the counter of
         a loop I around `store` inside O, whose trip count is `E` (or `max(E, 0)`), and `store` not in I's
         header (where the counter reaches the trip count). Then 0 <= i < E wherever the store runs, so
         two runs in different iterations of O, or of I (the same iterations of the loops outside),
@@ -216,6 +216,8 @@ class PrimalAvailability:
                 if induction is None or not isinstance(induction[2], Constant) or induction[2].value == 0:
                     continue
                 outer = induction[0]
+                if not _defined_outside(extent, outer):
+                    continue  # rows of a length that varies with o may overlap
                 rest = [term for term in terms if term is not product]
                 for counter in rest:
                     frame = self.counters.get(counter)  # type: ignore[arg-type]
