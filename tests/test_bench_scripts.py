@@ -42,6 +42,21 @@ def perturb_call(number: int) -> Callable[[np.ndarray], None]:
     return perturb
 
 
+def wrong_in_the_second_call(make_variant: Callable[..., tuple], key: str) -> Callable[..., tuple]:
+    """A GPU script's `isozyme_variant` whose host copy of the result has `key` perturbed in its second call
+    (`perturb_call(2)`): the script must report a mismatch."""
+    def made(*args: Any) -> tuple:
+        call, host = make_variant(*args)
+        perturb = perturb_call(2)
+
+        def perturbed(returned: Any) -> dict:
+            result = host(returned)
+            perturb(result[key])
+            return result
+        return call, perturbed
+    return made
+
+
 # --- opencl_gpu.py -------------------------------------------------------------------------------------------
 
 @needs_opencl
@@ -340,18 +355,7 @@ def test_ba_gpu_runs_and_fails_on_a_wrong_gradient(tmp_path: Path, monkeypatch: 
     report = json.loads(output.read_text())
     assert report["passed"] is True and set(report["rows"][0]["ms"]) == {"isozyme parallel", "isozyme serial"}
     assert all(check["calls"] == 3 for check in report["rows"][0]["checks"].values())
-    made = ba_gpu.isozyme_variant
-
-    def wrong_in_the_second_call(kernel: iz.Kernel, args: tuple) -> tuple:
-        call, host = made(kernel, args)
-        perturb = perturb_call(2)
-
-        def perturbed(returned: Any) -> dict:
-            result = host(returned)
-            perturb(result["d_cams"])
-            return result
-        return call, perturbed
-    monkeypatch.setattr(ba_gpu, "isozyme_variant", wrong_in_the_second_call)
+    monkeypatch.setattr(ba_gpu, "isozyme_variant", wrong_in_the_second_call(ba_gpu.isozyme_variant, "d_cams"))
     assert ba_gpu.main(tiny) == 1
     checks = json.loads(output.read_text())["rows"][0]["checks"]
     assert not checks["isozyme parallel"]["passed"] and not checks["isozyme serial"]["passed"]
@@ -372,18 +376,7 @@ def test_gmm_gpu_runs_and_fails_on_a_wrong_gradient(tmp_path: Path, monkeypatch:
         "isozyme pairs f64", "isozyme staged f64", "isozyme blocked f64", "isozyme points f64", "isozyme pairs f32",
         "isozyme staged f32", "isozyme blocked f32"}
     assert picture.read_text().count("<rect x=") >= 3
-    made = gmm_gpu.isozyme_variant
-
-    def wrong_in_the_second_call(kernel: iz.Kernel, args: tuple, dtype: type) -> tuple:
-        call, host = made(kernel, args, dtype)
-        perturb = perturb_call(2)
-
-        def perturbed(returned: Any) -> dict:
-            result = host(returned)
-            perturb(result["d_means"])
-            return result
-        return call, perturbed
-    monkeypatch.setattr(gmm_gpu, "isozyme_variant", wrong_in_the_second_call)
+    monkeypatch.setattr(gmm_gpu, "isozyme_variant", wrong_in_the_second_call(gmm_gpu.isozyme_variant, "d_means"))
     assert gmm_gpu.main(tiny) == 1
     checks = json.loads(output.read_text())["rows"][0]["checks"]
     assert not any(checks[f"isozyme {name} f64"]["passed"] for name in ("pairs", "staged", "blocked", "points"))
