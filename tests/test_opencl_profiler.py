@@ -74,7 +74,8 @@ def test_a_gradient_is_profiled_and_unchanged_by_profiling():
     np.testing.assert_allclose(profiled[2], 2 * x + 1, rtol=1e-12)
     [call] = prof.calls
     assert call.kernel == "diffe_squares"
-    assert sum(launch.kind == "loop" for launch in call.launches) >= 2  # the forward loop and its reverse
+    # the forward loop and its reverse, one kernel once fused (a prange loop beside its reverse)
+    assert sum(launch.kind == "loop" for launch in call.launches) >= 1
 
 
 def test_device_arrays_are_not_copied_and_only_active_profiles_record():

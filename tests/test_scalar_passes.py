@@ -315,6 +315,10 @@ def operand_forms(op: Op, types: list[ScalarType]) -> list[Callable[[Function, B
             forms.append(lambda f, b, c1=c1, c2=c2: [b.emit(op, f.args[0], Constant(ty, c1)), Constant(ty, c2)])
     if cls in NEGATE:
         forms.append(lambda f, b: [f.args[0], b.emit(NEGATE[cls], f.args[1])])
+    if op is Op.ISUB:  # (x + c1) - c2, as a fused mirrored loop's counter reads: cancelling, wrapping
+        for c1, c2 in ((1, 1), (3, 5), (INT64_MAX, -1)):
+            forms.append(lambda f, b, c1=c1, c2=c2: [b.iadd(f.args[0], Constant(ty, canonical_scalar(ty, c1))),
+                                                     Constant(ty, canonical_scalar(ty, c2))])
     if op is Op.FDIV:  # the textbook sigmoid 1 / (1 + exp(-x)), both fadd orders, fneg and fsub -0.0
         forms.append(lambda f, b: [Constant(ty, 1.0), b.fadd(b.exp(b.fneg(f.args[0])), 1.0)])
         forms.append(lambda f, b: [Constant(ty, 1.0), b.fadd(1.0, b.exp(b.fsub(-0.0, f.args[0])))])

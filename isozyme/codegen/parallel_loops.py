@@ -58,6 +58,7 @@ from isozyme.ssa.flags import is_local_array, local_extents
 from isozyme.ssa.ir import Argument, Block, Constant, Function, Instruction, Phi, Value
 from isozyme.ssa.loops import Loop, LoopNest
 from isozyme.ssa.ops import Op
+from isozyme.ssa.reductions import is_reduction
 from isozyme.ssa.trip_count import (
     InductionVariable,
     TripCount,
@@ -66,9 +67,6 @@ from isozyme.ssa.trip_count import (
     is_loop_invariant,
 )
 from isozyme.ssa.types import ArrayType
-
-ADDITIVE = {Op.FADD: "float", Op.FSUB: "float", Op.IADD: "int", Op.ISUB: "int"}
-"""Ops a reduction chain may consist of (the reduced value is operand 0 of a subtraction)."""
 
 PRIVATE_LIMIT = 64
 """Local arrays of a parallel loop with at most this many elements (constant extents) are private C arrays."""
@@ -156,7 +154,7 @@ def _plan(loop: Loop, number: int, first_slot: int, constants: dict[Phi, Constan
         iv = induction_variable(loop, phi)
         if iv is not None:
             inductions.append(iv)
-        elif _is_reduction(phi, loop):
+        elif is_reduction(phi, loop):
             reductions.append(Reduction(phi, first_slot + len(reductions)))
         elif phi in constants:
             continue  # the same constant in every iteration: each work item starts with it too
@@ -173,36 +171,6 @@ def _plan(loop: Loop, number: int, first_slot: int, constants: dict[Phi, Constan
     entering = loop.entering_blocks[0]
     count = trip.emit(Builder().before(entering.terminator))  # type: ignore[arg-type]
     return ParallelLoop(number, loop, count, inductions, reductions, modes, scratch)
-
-
-def _is_reduction(phi: Phi, loop: Loop) -> bool:
-    """Does the loop only add to `phi` (module docstring)? The chain is what the loop computes from it."""
-    chain: dict[Value, None] = {phi: None}
-    work: list[Value] = [phi]
-    while work:
-        for user in work.pop().users:
-            if user.block is None or user.block not in loop or user in chain:
-                continue
-            if user.block is loop.header or not (isinstance(user, Phi) or user.op in ADDITIVE):
-                return False
-            chain[user] = None
-            work.append(user)
-    kinds = set()
-    for value in chain:
-        if value is phi:
-            continue
-        assert isinstance(value, Instruction)
-        if isinstance(value, Phi):
-            if not all(v in chain for v in value.operands):
-                return False
-            continue
-        kinds.add(ADDITIVE[value.op])
-        a, b = value.operands
-        if (a in chain) == (b in chain) or (value.op in (Op.FSUB, Op.ISUB) and a not in chain):
-            return False
-        if any(u.block is not None and u.block not in loop for u in value.users):
-            return False
-    return len(kinds) <= 1 and all(phi.incoming_value(latch) in chain for latch in loop.latches)
 
 
 def constant_phis(function: Function) -> dict[Phi, Constant]:

@@ -169,6 +169,19 @@ def reassociate_constants(inst: Instruction, b: Builder) -> Value | None:
     return b.emit(inst.op, inner.operands[0], Constant(inst.type, combined, loc=inst.loc), name=inst.name)
 
 
+def subtract_from_added_constant(inst: Instruction, b: Builder) -> Value | None:
+    """`(x + c1) - c2 -> x + (c1 - c2)`, and `x` when they cancel (wrapping, so exact): the counter of a
+    reverse loop fused with its forward loop reads `(i + 1) - 1` (`loop_fusion.py`)."""
+    inner, subtrahend = inst.operands
+    if not (isinstance(subtrahend, Constant) and isinstance(inner, Instruction) and inner.op is Op.IADD
+            and isinstance(inner.operands[1], Constant)):
+        return None
+    combined = evaluate(Op.ISUB, inst.type, [inner.operands[1].value, subtrahend.value])
+    if combined == 0:
+        return inner.operands[0]
+    return b.emit(Op.IADD, inner.operands[0], Constant(inst.type, combined, loc=inst.loc), name=inst.name)
+
+
 # --- integer rules ----------------------------------------------------------------------------------
 
 
@@ -303,7 +316,7 @@ def dim_of_alloc(inst: Instruction, b: Builder) -> Value | None:
 RULES: dict[Op, tuple[Rule, ...]] = {
     Op.DIM: (dim_of_alloc,),
     Op.IADD: (constant_to_right, _lhs_if_rhs(0), reassociate_constants),
-    Op.ISUB: (_lhs_if_rhs(0), _negate_if_lhs(0, Op.INEG), _same_operands(_zero)),
+    Op.ISUB: (_lhs_if_rhs(0), _negate_if_lhs(0, Op.INEG), _same_operands(_zero), subtract_from_added_constant),
     Op.IMUL: (constant_to_right, _lhs_if_rhs(1), _rhs_if_rhs(0), _negate_if_rhs(-1, Op.INEG),
               reassociate_constants, _shift_if_power_of_two(Op.SHL)),
     Op.IFLOORDIV: (_lhs_if_rhs(1), _negate_if_rhs(-1, Op.INEG), _shift_if_power_of_two(Op.ASHR)),

@@ -75,12 +75,15 @@ def _fuse(pair: Pair) -> None:
     iv_one, iv_two = one.trip.iv.phi, two.trip.iv.phi
     function = header_one.function
     assert function is not None
-    iv_two.replace_all_uses_with(iv_one)
+    start = body_two.instructions[0]
+    if pair.mirrored:  # L2 runs counting up: beside L1's counter v, its counter is v + 1
+        iv_two.replace_all_uses_with(Builder().before(start).iadd(iv_one, 1))
+    else:
+        iv_two.replace_all_uses_with(iv_one)
     top_end = chain_top(one, pair.skips_one).terminator
     assert top_end is not None
     for inst in pair.hoisted:  # allocs and values E1 held: before L1
         inst.move_before(top_end)
-    start = body_two.instructions[0]
     for inst in header_computations(two):
         inst.move_before(start)
     anchor = one.entering.terminator

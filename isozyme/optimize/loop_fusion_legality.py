@@ -7,7 +7,13 @@ when all of this holds:
   - iterations: each is counted (`ssa/trip_count.py`) with a constant step, leaves only from its header
     and has one latch, and the two induction variables run through the same values (same start, step,
     exit test and bound): `0, 1, ... < t` loops, and the `t, t-1, ... != 0` loops of the reverse sweep.
-    Both are `prange` loops or neither is (fused, a parallel loop would run serially).
+    Both are `prange` loops or neither is (fused, a parallel loop would run serially). Two parallel loops
+    may also run through the same values in opposite directions (*mirrored*): L1 `0, 1, ... < t` and L2
+    `t, t-1, ... != 0` (a `prange` loop of the forward sweep and the reverse of one), t known not
+    negative. The iterations of a parallel loop may run in any order when every header phi but its
+    counter is a reduction (`ssa/reductions.py`) and the counter is not used after it, so L2 then runs
+    counting up: its iteration with counter v + 1 beside L1's with counter v, which is the same element
+    index for the reverse of `x[i]` (`x[v - 1]`, v = i + 1).
   - shape: L1's exit block E1 holds a branch and perhaps allocs and pure values (the arrays of the next
     stage: they move before L1, to the first block of the chain that leads to it), and perhaps L1's exit
     phis with an epilogue using them (loads, stores and pure values: a bias gradient `d_b[j] += s` after
@@ -29,7 +35,8 @@ when all of this holds:
     loops, whose iterations run on different work items. The dependence test reads each index as affine
     in the induction variable, `a*v + s + c` (a and c constants, s one loop-invariant value): one index
     with equal coefficients pins j - i to (c2 - c1) / a, whatever the other indices are (an inner loop's
-    index, say), and one that never agrees rules the pair out. No index that pins them: not proven.
+    index, say), and one that never agrees rules the pair out. No index that pins them: not proven. For
+    mirrored loops L2's counter is L1's plus one, so L2's indices are read as `a*(k + 1) + s + c`.
 """
 
 from __future__ import annotations
@@ -44,6 +51,7 @@ from isozyme.ssa.flags import PARALLEL, is_growable_alloc
 from isozyme.ssa.ir import Argument, Block, Constant, Instruction, Phi, Value
 from isozyme.ssa.loops import Loop, LoopNest
 from isozyme.ssa.ops import Op
+from isozyme.ssa.reductions import is_reduction
 from isozyme.ssa.trip_count import TripCount, analyze_trip_count, is_known_nonnegative, is_loop_invariant
 
 ACCESSES = (Op.LOAD, Op.STORE, Op.ATOMIC_ADD)
@@ -83,6 +91,9 @@ class Pair:
     sunk: list[Instruction]
     """What E1 holds that stays after L1, and so runs after L2 once fused (L1's exit phis, and an
     epilogue using them: a bias gradient `d_b[j] += ...` after the loop over the batch)."""
+    mirrored: bool = False
+    """L1 counts up and L2 down through the same values, both parallel: L2's counter becomes L1's plus one
+    (module docstring, "iterations")."""
 
 
 def counted_loop(loop: Loop) -> Candidate | None:
@@ -180,15 +191,18 @@ def adjacent_pair(first: Loop, nest: LoopNest) -> Pair | None:
     chain_two, skips_two, guards_two = found
     if set(preds[two.exit]) != {second.header, *skips_two, *skips_both}:
         return None
+    mirrored = False
     if not _same_iterations(one.trip, two.trip):
-        return None
+        if not _mirrored(one, two):
+            return None
+        mirrored = True
     if one.parallel != two.parallel:
         return None  # fused, a parallel loop would run serially
     deciding_one = {guard for guard in guards_one if not _only_when_empty(guard, one.trip)}
     deciding_two = {guard for guard in guards_two if not _only_when_empty(guard, two.trip)}
     if deciding_one != deciding_two:
         return None  # one loop may run where the other does not
-    return Pair(one, two, skips_one, chain_two, skips_two, skips_both, *exit_parts)
+    return Pair(one, two, skips_one, chain_two, skips_two, skips_both, *exit_parts, mirrored=mirrored)
 
 
 def _same_iterations(one: TripCount, two: TripCount) -> bool:
@@ -196,6 +210,21 @@ def _same_iterations(one: TripCount, two: TripCount) -> bool:
     exit test and bound)? Then iteration k of one loop is iteration k of the other."""
     return one.iv.step.value == two.iv.step.value and one.predicate is two.predicate \
         and _same(one.iv.start, two.iv.start) and _same(one.bound, two.bound)  # type: ignore[attr-defined]
+
+
+def _mirrored(one: Candidate, two: Candidate) -> bool:
+    """Do two parallel loops run through the same values in opposite directions, L1 `0, 1, ... < t` and L2
+    `t, t-1, ... != 0` with t not negative, and may L2 run counting up (module docstring, "iterations")?"""
+    up, down = one.trip, two.trip
+    if not (one.parallel and two.parallel) or up.iv.step.value != 1 or down.iv.step.value != -1:  # type: ignore[attr-defined]
+        return False
+    extent = _extent(up)
+    if extent is None or extent is not _extent(down) or not is_known_nonnegative(extent):
+        return False
+    counter = down.iv.phi
+    if any(use.user.block not in two.loop for use in counter.uses):
+        return False  # its value after the loop (0) is not L1's counter's plus one
+    return all(phi is counter or is_reduction(phi, two.loop) for phi in two.loop.header.phis)
 
 
 def _same(a: Value, b: Value) -> bool:
@@ -312,7 +341,7 @@ def fusible(pair: Pair) -> bool:
     tree = DominatorTree(header_two.function)  # type: ignore[arg-type]
     if not _hoistable(pair, body_one, tree) or not _skipped_values_agree(pair, tree):
         return False
-    return _independent(one, two, body_one, body_two)
+    return _independent(one, two, body_one, body_two, shift=1 if pair.mirrored else 0)
 
 
 def _sinkable_past(pair: Pair, body_two: list[Instruction]) -> bool:
@@ -380,8 +409,10 @@ def _skipped_values_agree(pair: Pair, tree: DominatorTree) -> bool:
     return True
 
 
-def _independent(one: Candidate, two: Candidate, body_one: list[Instruction], body_two: list[Instruction]) -> bool:
-    """The memory test of the module docstring, for every pair of accesses to one array."""
+def _independent(one: Candidate, two: Candidate, body_one: list[Instruction], body_two: list[Instruction],
+                 shift: int) -> bool:
+    """The memory test of the module docstring, for every pair of accesses to one array; L2's counter is
+    L1's plus `shift`."""
     accesses_one = [i for i in body_one if i.op in ACCESSES]
     accesses_two = [i for i in body_two if i.op in ACCESSES]
     if any(not _is_distinct_array(array_of(i)) for i in accesses_one + accesses_two):
@@ -390,7 +421,7 @@ def _independent(one: Candidate, two: Candidate, body_one: list[Instruction], bo
         for first in accesses_one:
             if array_of(first) is not array_of(second) or (first.op not in WRITES and second.op not in WRITES):
                 continue
-            if not _in_order(indices_of(first), one, indices_of(second), two, same_iteration=one.parallel):
+            if not _in_order(indices_of(first), one, indices_of(second), two, one.parallel, shift):
                 return False
     return True
 
@@ -467,16 +498,17 @@ def _combined_form(value: Value, forms: dict[Value, Affine | None]) -> Affine | 
 
 
 def _in_order(first: tuple[Value, ...], one: Candidate, second: tuple[Value, ...], two: Candidate,
-              same_iteration: bool) -> bool:
+              same_iteration: bool, shift: int = 0) -> bool:
     """Do iteration j of L1 and iteration i of L2 reach the same element only when j <= i (only when j == i
     if `same_iteration`: the iterations of parallel loops run on different work items)? One index that
     agrees only at one offset j - i decides it, whatever the other indices are; an index that never agrees
-    proves there is no conflict at all."""
+    proves there is no conflict at all. In iteration i, L2's counter is L1's plus `shift` (mirrored loops)."""
     offsets: set[int] = set()
     for x, y in zip(first, second, strict=True):
         fx, fy = affine_form(x, one), affine_form(y, two)
         if fx is None or fy is None:
             continue  # unknown: agrees for any pair of iterations, as far as the test knows
+        fy = fy[0], fy[1], fy[2] + fy[0] * shift
         (a1, s1, c1), (a2, s2, c2) = fx, fy
         if s1 is not s2:
             continue

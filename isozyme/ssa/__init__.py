@@ -9,6 +9,7 @@ that layer, which import each other not at all; each module imports only modules
   `interpreter`: the reference interpreter
   `parser`: the text form read back
   `dot`: Graphviz drawings of a function's CFG
+  `reductions`: the header phis a loop only adds to (its iterations may run in any order)
 - `loops`: natural loops and the loop nest
   `printer`: the text form (`print_function`, `print_module`)
 - `dominators`: the dominator tree and dominance frontiers (Lengauer-Tarjan)
