@@ -8,16 +8,20 @@ Every figure is measured in this one run, side by side (machines are shared and 
 
 1. `elementwise`: y[i] = a*x[i]*x[i] + z[i] over n f64 elements, with device arrays (`iz.to_device`), so no
    host copies. Bytes are those the loops must move: the primal reads x and z and writes y (24 per element);
-   the gradient (y, x, z Duplicated, a Active) runs the primal again, then reads x and d_y, zeroes d_y and
-   adds into d_x and d_z (80 per element in all). d_y is set again before each call, d_x and d_z zeroed,
-   untimed. The reference is a device-to-device copy of the same arrays (`enqueue_copy`, 16 bytes per
-   element) and isozyme's own copy kernel. Each timed call starts on an idle GPU (its arrays were set,
-   and the previous call checked, in between: the host's CPU has streamed the arrays through its caches
-   and slowed down meanwhile, so the host's part of a call takes several times longer than in a row).
+   the gradient (y, x, z Duplicated, a Active) runs the primal again and its reverse, one loop once fused
+   (`optimize/loop_fusion.py` puts a `prange` loop and its reverse together): it reads x, z and d_y, writes
+   y, zeroes d_y and adds into d_x and d_z (72 per element; 80 with fusion off, when the reverse loop reads
+   x again). d_y is set again before each call, d_x and d_z zeroed, untimed. The reference is a
+   device-to-device copy of the same arrays (`enqueue_copy`, 16 bytes per element) and isozyme's own copy
+   kernel. Each timed call starts on an idle GPU (its arrays were set, and the previous call checked, in
+   between: the host's CPU has streamed the arrays through its caches and slowed down meanwhile, so the
+   host's part of a call takes several times longer than in a row).
    Then *in a row* (`back_to_back`): `--repeats` calls one right after the other, each on arrays of its
    own (set before the batch, untimed, each call's checked after it), the median time of a call of the
    batch (each returns when its work is done), against as many device copies in a row: a kernel called
-   again and again, as in a training loop.
+   again and again, as in a training loop. One more call of each, profiled (`iz.profile`), gives the
+   bandwidth of the loop kernels alone (their device time from profiling events): what a call would reach
+   without the rest of its time (the serial kernel's runs, the host's part, waiting for the device).
 2. `shared`: y[i] = p[0]*x[i]; the gradient adds x[i]*d_y[i] of every work item into d_p[0]. With work-group
    reductions (the default) and with ISOZYME_OPENCL_REDUCTION=atomic (one compare-and-swap add per work item).
 3. GMM (ADBench's objective): the gradient of `examples/gmm.py`'s kernel on the CPU (`llvm`), and of the same
@@ -63,6 +67,8 @@ from isozyme import Active, Array, Const, Duplicated, f64, i64  # noqa: E402
 from isozyme.benchmark_checks import MISMATCH, Check, checks_json, exit_status  # noqa: E402
 from isozyme.runtime.opencl_device import device  # noqa: E402
 
+GRADIENT_BYTES = 72
+"""Bytes per element the elementwise gradient must move (module docstring, 1)."""
 GPU_TOLERANCE = 1e-10
 GPU_REASON = ("the same f64 math, its sums taken in another order (contracted multiply-adds, work-group sums, "
               "atomic adds in any order)")
@@ -184,7 +190,7 @@ def bandwidth(n: int, repeats: int) -> tuple[dict[str, float], dict[str, Check]]
     gradient_s = timed(gradient, repeats, seed, check_gradient)
     gb = 1e-9
     return ({"n": n, "copy_GBps": 16 * n * gb / copy_s, "copy_kernel_GBps": 16 * n * gb / copy_kernel_s,
-             "primal_GBps": 24 * n * gb / primal_s, "gradient_GBps": 80 * n * gb / gradient_s,
+             "primal_GBps": 24 * n * gb / primal_s, "gradient_GBps": GRADIENT_BYTES * n * gb / gradient_s,
              "primal_ms": primal_s * 1e3, "gradient_ms": gradient_s * 1e3}, checks)
 
 
@@ -226,19 +232,46 @@ def back_to_back(n: int, calls: int) -> tuple[dict[str, float], dict[str, Check]
     copy_s, _ = batch(device_copy)
     for out in outs:
         checks["copy"].compare(out.get(), x_host)
-    primal_s, _ = batch(lambda k: primal(outs[k], x, z, 1.5))
+    def run_primal(k: int) -> None:
+        primal(outs[k], x, z, 1.5)
+
+    def run_gradient(k: int) -> Any:
+        return iz.autodiff(primal, Duplicated(outs[k], shadows[k][0]), Duplicated(x, shadows[k][1]),
+                           Duplicated(z, shadows[k][2]), Active(1.5), backend="opencl")
+
+    def check_gradient(k: int, result: Any) -> None:
+        d_y, d_x, d_z = shadows[k]
+        checks["gradient"].compare({"y": outs[k].get(), "d_x": d_x.get(), "d_z": d_z.get(), "d_y": d_y.get(),
+                                    "d_a": result[1][0]}, gradient_reference)
+
+    primal_s, _ = batch(run_primal)
     for out in outs:
         checks["primal"].compare(out.get(), primal_reference)
-    gradient_s, returned = batch(lambda k: iz.autodiff(primal, Duplicated(outs[k], shadows[k][0]),
-                                                       Duplicated(x, shadows[k][1]), Duplicated(z, shadows[k][2]),
-                                                       Active(1.5), backend="opencl"))
-    for out, (d_y, d_x, d_z), result in zip(outs, shadows, returned, strict=True):
-        checks["gradient"].compare({"y": out.get(), "d_x": d_x.get(), "d_z": d_z.get(), "d_y": d_y.get(),
-                                    "d_a": result[1][0]}, gradient_reference)  # type: ignore[index]
+    gradient_s, returned = batch(run_gradient)
+    for k, result in enumerate(returned):
+        check_gradient(k, result)
+    clear(outs[0], *shadows[0][1:])  # one more call of each, profiled: its loop kernels' device time
+    shadows[0][0].set(np.ones(n))
+    primal_loops_s, _ = loop_seconds(lambda: run_primal(0))
+    checks["primal"].compare(outs[0].get(), primal_reference)
+    clear(outs[0], *shadows[0][1:])
+    gradient_loops_s, result = loop_seconds(lambda: run_gradient(0))
+    check_gradient(0, result)
     gb = 1e-9
     return ({"n": n, "calls": calls, "copy_GBps": 16 * n * gb / copy_s, "primal_GBps": 24 * n * gb / primal_s,
-             "gradient_GBps": 80 * n * gb / gradient_s, "primal_ms": primal_s * 1e3,
-             "gradient_ms": gradient_s * 1e3}, checks)
+             "gradient_GBps": GRADIENT_BYTES * n * gb / gradient_s, "primal_ms": primal_s * 1e3,
+             "gradient_ms": gradient_s * 1e3, "primal_loop_kernels_GBps": 24 * n * gb / primal_loops_s,
+             "gradient_loop_kernels_GBps": GRADIENT_BYTES * n * gb / gradient_loops_s,
+             "primal_loop_kernels_ms": primal_loops_s * 1e3, "gradient_loop_kernels_ms": gradient_loops_s * 1e3},
+            checks)
+
+
+def loop_seconds(call: Callable[[], object]) -> tuple[float, object]:
+    """The device time of the loop kernels of one call (`iz.profile`), and what the call returned."""
+    with iz.profile() as profile:
+        returned = call()
+    return sum(launch.device_ms for record in profile.calls for launch in record.launches
+               if launch.kind == "loop") / 1e3, returned
 
 
 def shared_parameter(n: int, mode: str, repeats: int) -> tuple[dict[str, object], Check]:
@@ -362,6 +395,12 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"GB/s = {100 * b['primal_GBps'] / b['copy_GBps']:.0f}% of copy; gradient {b['gradient_GBps']:.0f} "
               f"GB/s = {100 * b['gradient_GBps'] / b['copy_GBps']:.0f}% ({b['primal_ms']:.2f} / "
               f"{b['gradient_ms']:.2f} ms at n = {options.n}; {verdict(list(checks.values()))})", flush=True)
+        if "gradient_loop_kernels_GBps" in b:
+            print(f"  the loop kernels alone: primal {b['primal_loop_kernels_GBps']:.0f} GB/s = "
+                  f"{100 * b['primal_loop_kernels_GBps'] / b['copy_GBps']:.0f}%, gradient "
+                  f"{b['gradient_loop_kernels_GBps']:.0f} GB/s = "
+                  f"{100 * b['gradient_loop_kernels_GBps'] / b['copy_GBps']:.0f}% ({b['primal_loop_kernels_ms']:.2f} / "
+                  f"{b['gradient_loop_kernels_ms']:.2f} ms)", flush=True)
     row, check = shared_parameter(options.shared, "group", options.repeats)
     rows = [row]
     every_check.append(check)

@@ -80,11 +80,11 @@ def test_opencl_gpu_runs_end_to_end_and_checks_every_call(tmp_path: Path) -> Non
 
 
 @needs_opencl
-@pytest.mark.parametrize("wrong", [2, 4])  # the first call of the batch, the last
+@pytest.mark.parametrize("wrong", [2, 4, 5])  # the first call of the batch, the last, the profiled one
 def test_opencl_gpu_in_a_row_checks_each_call_of_the_batch(wrong: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """`back_to_back` compares every call of a batch with numpy: a gradient call whose d_x is off by 1e-6 of
-    its scale fails the gradient's check (the 1st call compiles, the 2nd to 4th are the batch), the
-    primal's and the copy's still pass."""
+    its scale fails the gradient's check (the 1st call compiles, the 2nd to 4th are the batch, the 5th is
+    profiled), the primal's and the copy's still pass."""
     import opencl_gpu
 
     autodiff, perturb = iz.autodiff, perturb_call(wrong)
@@ -99,7 +99,8 @@ def test_opencl_gpu_in_a_row_checks_each_call_of_the_batch(wrong: int, monkeypat
     monkeypatch.setattr(opencl_gpu.iz, "autodiff", wrong_once)
     _, checks = opencl_gpu.back_to_back(1000, 3)
     assert checks["copy"].passed and checks["primal"].passed and checks["copy"].calls == 3
-    assert not checks["gradient"].passed and checks["gradient"].calls == 3
+    assert checks["primal"].calls == 4  # the batch and the profiled call
+    assert not checks["gradient"].passed and checks["gradient"].calls == 4
 
 
 @needs_opencl
