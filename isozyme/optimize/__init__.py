@@ -24,6 +24,7 @@ that layer, which import each other not at all; each module imports only modules
   `memory_liveness`: where each local array's contents matter (aliases, liveness)
   `simplify_cfg`: simplify-cfg, constant branches folded, blocks dropped and merged
 - `call_graph`: call sites and strongly connected components, callees first
+  `fusion_dependence`: loop fusion's dependence test (affine indices, row-major tape positions)
   `instcombine`: instcombine, algebraic identities from a rule table keyed by op
   `memory_effects`: the memory model: array roots, aliasing, what calls read and write
   `memory_layout`: memory plans: buffers, slots by interval colouring, arena offsets

@@ -36,23 +36,27 @@ when all of this holds:
     in the induction variable, `a*v + s + c` (a and c constants, s one loop-invariant value): one index
     with equal coefficients pins j - i to (c2 - c1) / a, whatever the other indices are (an inner loop's
     index, say), and one that never agrees rules the pair out. No index that pins them: not proven. For
-    mirrored loops L2's counter is L1's plus one, so L2's indices are read as `a*(k + 1) + s + c`.
+    mirrored loops L2's counter is L1's plus one, so L2's indices are read as `a*(k + 1) + s + c`. An
+    index may also be a row-major position over the counters of inner loops whose leading digit is
+    affine (AD's tapes of inner loops' values): `fusion_dependence.py` has the test.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from isozyme.optimize.fusion_dependence import Affine, in_order
+from isozyme.optimize.fusion_dependence import affine_form as dependence_form
 from isozyme.optimize.instcombine import is_constant
 from isozyme.ssa.cfg import predecessors
-from isozyme.ssa.def_use import operands_first
 from isozyme.ssa.dominators import DominatorTree
 from isozyme.ssa.flags import PARALLEL, is_growable_alloc
 from isozyme.ssa.ir import Argument, Block, Constant, Instruction, Phi, Value
 from isozyme.ssa.loops import Loop, LoopNest
 from isozyme.ssa.ops import Op
 from isozyme.ssa.reductions import is_reduction
-from isozyme.ssa.trip_count import TripCount, analyze_trip_count, is_known_nonnegative, is_loop_invariant
+from isozyme.ssa.semantics import may_trap
+from isozyme.ssa.trip_count import TripCount, analyze_trip_count, is_known_nonnegative
 
 ACCESSES = (Op.LOAD, Op.STORE, Op.ATOMIC_ADD)
 WRITES = (Op.STORE, Op.ATOMIC_ADD)
@@ -384,7 +388,8 @@ def _hoistable(pair: Pair, body_one: list[Instruction], tree: DominatorTree) -> 
         if inst.info.terminator:
             continue
         loads_safely = inst.op is Op.LOAD and guarded and array_of(inst) not in written
-        if isinstance(inst, Phi) or not (inst.info.pure or loads_safely):
+        cannot_trap = inst.op in (Op.SHL, Op.ASHR) and not may_trap(inst)  # x * 2 became `shl x, 1`
+        if isinstance(inst, Phi) or not (inst.info.pure or loads_safely or cannot_trap):
             return False
         for operand in inst.operands:
             if isinstance(operand, Instruction) and operand not in moving \
@@ -421,7 +426,8 @@ def _independent(one: Candidate, two: Candidate, body_one: list[Instruction], bo
         for first in accesses_one:
             if array_of(first) is not array_of(second) or (first.op not in WRITES and second.op not in WRITES):
                 continue
-            if not _in_order(indices_of(first), one, indices_of(second), two, one.parallel, shift):
+            if not in_order(first, (one.loop, one.trip.iv.phi), second, (two.loop, two.trip.iv.phi), one.parallel,
+                            shift):
                 return False
     return True
 
@@ -439,91 +445,6 @@ def indices_of(inst: Instruction) -> tuple[Value, ...]:
     return inst.operands[1:] if inst.op is Op.LOAD else inst.operands[2:]
 
 
-Affine = tuple[int, Value | None, int]
-"""`a*k + s + c`: the coefficient of the induction variable k, one invariant value s (or none), a constant c."""
-
-
 def affine_form(root: Value, candidate: Candidate) -> Affine | None:
-    """`root` as `a*k + s + c` for the candidate's induction variable k, None when it is not of that form.
-    The index ops are evaluated operands first (`operands_first`): a chain of them may be long."""
-    iv = candidate.trip.iv.phi
-
-    def is_leaf(value: Value) -> bool:
-        return value is iv or isinstance(value, Constant) or is_loop_invariant(value, candidate.loop)
-
-    def inputs(value: Value) -> tuple[Value, ...]:
-        if is_leaf(value) or not isinstance(value, Instruction):
-            return ()
-        return value.operands if value.op in (Op.INEG, Op.IADD, Op.ISUB, Op.IMUL) else ()
-
-    forms: dict[Value, Affine | None] = {}
-    for value in operands_first(root, inputs):
-        forms[value] = _leaf_form(value, iv) if is_leaf(value) else _combined_form(value, forms)
-    return forms[root]
-
-
-def _leaf_form(value: Value, iv: Phi) -> Affine | None:
-    """The form of the induction variable, a constant or a loop-invariant value."""
-    if value is iv:
-        return 1, None, 0
-    if isinstance(value, Constant):
-        return (0, None, int(value.value)) if value.type.is_int else None  # type: ignore[union-attr]
-    return 0, value, 0
-
-
-def _combined_form(value: Value, forms: dict[Value, Affine | None]) -> Affine | None:
-    """The form of an `ineg`, `iadd`, `isub` or `imul` from its operands' forms (None for other ops)."""
-    if isinstance(value, Instruction) and value.op is Op.INEG:
-        inner = forms[value.operands[0]]
-        return (-inner[0], None, -inner[2]) if inner is not None and inner[1] is None else None
-    if not isinstance(value, Instruction) or value.op not in (Op.IADD, Op.ISUB, Op.IMUL):
-        return None
-    parts = [forms[operand] for operand in value.operands]
-    if parts[0] is None or parts[1] is None:
-        return None
-    (a1, s1, c1), (a2, s2, c2) = parts[0], parts[1]
-    if value.op is Op.IMUL:
-        if a1 == 0 and s1 is None:  # constant * (a k + s + c)
-            scale, (a, s, c) = c1, (a2, s2, c2)
-        elif a2 == 0 and s2 is None:
-            scale, (a, s, c) = c2, (a1, s1, c1)
-        else:
-            return None
-        return (a * scale, s, c * scale) if s is None or scale == 1 else None
-    if value.op is Op.ISUB:
-        return (a1 - a2, s1, c1 - c2) if s2 is None else None
-    if s1 is not None and s2 is not None:
-        return None
-    return a1 + a2, s1 if s1 is not None else s2, c1 + c2
-
-
-def _in_order(first: tuple[Value, ...], one: Candidate, second: tuple[Value, ...], two: Candidate,
-              same_iteration: bool, shift: int = 0) -> bool:
-    """Do iteration j of L1 and iteration i of L2 reach the same element only when j <= i (only when j == i
-    if `same_iteration`: the iterations of parallel loops run on different work items)? One index that
-    agrees only at one offset j - i decides it, whatever the other indices are; an index that never agrees
-    proves there is no conflict at all. In iteration i, L2's counter is L1's plus `shift` (mirrored loops)."""
-    offsets: set[int] = set()
-    for x, y in zip(first, second, strict=True):
-        fx, fy = affine_form(x, one), affine_form(y, two)
-        if fx is None or fy is None:
-            continue  # unknown: agrees for any pair of iterations, as far as the test knows
-        fy = fy[0], fy[1], fy[2] + fy[0] * shift
-        (a1, s1, c1), (a2, s2, c2) = fx, fy
-        if s1 is not s2:
-            continue
-        if a1 == a2 == 0:
-            if c1 != c2:
-                return True  # this index never agrees: never the same element
-            continue
-        if a1 != a2:
-            continue
-        if (c2 - c1) % a1:
-            return True
-        offsets.add((c2 - c1) // a1)  # j - i
-    if not offsets:
-        return False  # no index ties the iterations together: not proven
-    if len(offsets) > 1:
-        return True  # the indices agree for different offsets: never at once
-    offset = offsets.pop()  # in values of the induction variable: iterations j - i = offset / step
-    return offset == 0 if same_iteration else offset * one.trip.iv.step.value <= 0  # type: ignore[attr-defined]
+    """`root` as `a*k + s + c` for the candidate's induction variable k (`fusion_dependence.affine_form`)."""
+    return dependence_form(root, candidate.loop, candidate.trip.iv.phi)

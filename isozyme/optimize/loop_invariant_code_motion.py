@@ -32,38 +32,17 @@ instruction because an inner loop does not terminate is not considered. Requires
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from isozyme.optimize.loop_canonicalization import make_preheader
 from isozyme.optimize.memory_effects import MemoryWrites, array_operands, call_effects, memory_writes
 from isozyme.ssa.dominators import DominatorTree
-from isozyme.ssa.ir import Constant, Function, Instruction
+from isozyme.ssa.ir import Function, Instruction
 from isozyme.ssa.loops import Loop, LoopNest
 from isozyme.ssa.ops import OP_INFO, Op
+from isozyme.ssa.semantics import may_trap
 from isozyme.ssa.trip_count import is_loop_invariant, loop_runs_at_least_once
-from isozyme.ssa.types import Type
 
 NEVER_HOISTED = frozenset({Op.STORE, Op.ATOMIC_ADD, Op.ALLOC, Op.GROW, Op.ASSERT, Op.PHI})
 """Ops whose effect or identity belongs to the iteration that runs them."""
-
-SAFE_CONSTANT_OPERAND: dict[Op, Callable[[Type, int], bool]] = {
-    Op.IFLOORDIV: lambda ty, divisor: divisor != 0,
-    Op.IFLOORMOD: lambda ty, divisor: divisor != 0,
-    Op.SHL: lambda ty, amount: 0 <= amount < ty.bits,  # type: ignore[attr-defined]
-    Op.ASHR: lambda ty, amount: 0 <= amount < ty.bits,  # type: ignore[attr-defined]
-}
-"""Trapping ops that cannot trap when their last operand is a constant passing this test (semantics.py:
-only a zero divisor traps, INT_MIN // -1 wraps)."""
-
-
-def may_trap(inst: Instruction) -> bool:
-    """May `inst` raise at run time?"""
-    if not OP_INFO[inst.op].may_trap:
-        return False
-    safe = SAFE_CONSTANT_OPERAND.get(inst.op)
-    last = inst.operands[-1] if inst.operands else None
-    return not (safe is not None and isinstance(last, Constant) and safe(inst.type, last.value))  # type: ignore[arg-type]
-
 
 class LoopFacts:
     """What the hoisting rules ask about one loop, computed once per visit."""

@@ -56,7 +56,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from isozyme.ssa.ir import canonical_scalar
+from isozyme.ssa.ir import Constant, Instruction, canonical_scalar
 from isozyme.ssa.ops import OP_INFO, Op, Syntax
 from isozyme.ssa.types import F32, ScalarType, Type
 
@@ -347,3 +347,23 @@ def evaluate(op: Op, result_type: Type, operands: Sequence[Scalar]) -> Scalar:
         raise TypeError(f"{op} takes {arity(op)} operand(s), got {len(operands)}")
     with np.errstate(all="ignore"):
         return apply_rule(rule, result_type, operands)
+
+
+SAFE_CONSTANT_OPERAND: dict[Op, Callable[[Type, int], bool]] = {
+    Op.IFLOORDIV: lambda ty, divisor: divisor != 0,
+    Op.IFLOORMOD: lambda ty, divisor: divisor != 0,
+    Op.SHL: lambda ty, amount: 0 <= amount < ty.bits,  # type: ignore[attr-defined]
+    Op.ASHR: lambda ty, amount: 0 <= amount < ty.bits,  # type: ignore[attr-defined]
+}
+"""Trapping ops that cannot trap when their last operand is a constant passing this test (above: only a
+zero divisor traps, INT_MIN // -1 wraps; a shift by a negative amount or by the width or more raises)."""
+
+
+def may_trap(inst: Instruction) -> bool:
+    """May `inst` raise at run time (what licm and loop fusion ask before moving it where it might run when
+    it would not have)?"""
+    if not OP_INFO[inst.op].may_trap:
+        return False
+    safe = SAFE_CONSTANT_OPERAND.get(inst.op)
+    last = inst.operands[-1] if inst.operands else None
+    return not (safe is not None and isinstance(last, Constant) and safe(inst.type, last.value))  # type: ignore[arg-type]
