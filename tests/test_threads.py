@@ -288,10 +288,13 @@ def test_the_thread_count_setting(monkeypatch):
     assert iz.get_num_threads() == 6
 
 
-def test_threaded_loops_are_tasks_in_the_llvm_ir():
+@pytest.mark.parametrize(("fusion", "count"), [("0", 2), ("1", 1)])
+def test_threaded_loops_are_tasks_in_the_llvm_ir(fusion: str, count: int, monkeypatch: pytest.MonkeyPatch):
+    """The forward loop and the reverse loop are tasks; fused (the reverse loop beside the forward one), one."""
+    monkeypatch.setenv("ISOZYME_LOOP_FUSION", fusion)
     text = iz.show_ir(iz.kernel(layer_energy), stage="llvm", activity=("dup", "dup", "dup", "dup"))
     tasks = re.findall(r'define internal void @"?[\w.]+\.loop\d+\.task"?\(', text)
-    assert len(tasks) == 2, tasks  # the forward loop and the reverse loop
+    assert len(tasks) == count, tasks
 
 
 def fresh_arrays(out: Array[f64], x: Array[f64], width: i64):
