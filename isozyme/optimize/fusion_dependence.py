@@ -184,7 +184,7 @@ def in_order(first: Instruction, one: tuple[Loop, Phi], second: Instruction, two
     L2 at `second` reach the same element only when j <= i (only when j == i if `same_iteration`)? One
     index that agrees only at one offset j - i decides it, whatever the other indices are; an index that
     never agrees proves there is no conflict at all (module docstring). In iteration i, L2's counter is
-    L1's plus `shift` (mirrored loops). L1 steps by `step`."""
+    L1's plus `shift` (mirrored loops)."""
     offsets: set[int] = set()
     for x, y in zip(_indices(first), _indices(second), strict=True):
         fx, fy = affine_form(x, *one), affine_form(y, *two)
