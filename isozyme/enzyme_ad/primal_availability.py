@@ -17,14 +17,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from isozyme.enzyme_ad.prepare import LoopFrame
-from isozyme.enzyme_ad.triangular_index import TriangularIndex, positive_test, same_value, triangular_index
+from isozyme.enzyme_ad.triangular_index import TriangularIndex, positive_test, triangular_index
 from isozyme.optimize.memory_effects import array_operands, array_root, call_effects
 from isozyme.ssa.cfg import reachable_from
 from isozyme.ssa.dominators import DominatorTree
 from isozyme.ssa.ir import Argument, Block, Constant, Function, Instruction, Phi, Value
 from isozyme.ssa.loops import Loop, LoopNest
 from isozyme.ssa.ops import OP_INFO, Op
-from isozyme.ssa.trip_count import induction_variable
+from isozyme.ssa.trip_count import bounded_by, induction_variable, same_value
 
 CHEAP_OPS: frozenset[Op] = frozenset({
     Op.IADD, Op.ISUB, Op.IMUL, Op.IFLOORDIV, Op.IFLOORMOD, Op.INEG, Op.IABS, Op.IMIN, Op.IMAX, Op.SHL, Op.ASHR,
@@ -224,7 +224,7 @@ class PrimalAvailability:
                     inner = frame.loop if frame is not None else None
                     if inner is None or inner is outer or not outer.contains(inner) \
                             or not inner.contains(store.block) or store.block is inner.header \
-                            or frame.trip is None or not _bounded_by(frame.trip, extent) \
+                            or frame.trip is None or not bounded_by(frame.trip, extent) \
                             or any(not _defined_outside(term, outer) for term in rest if term is not counter):
                         continue
                     return outer, inner
@@ -554,15 +554,6 @@ def _reachable_within_iteration(block: Block, loop: Loop) -> set[Block]:
                 seen.add(successor)
                 pending.append(successor)
     return seen
-
-
-def _bounded_by(trip: Value, extent: Value) -> bool:
-    """Is the trip count `trip` at most `extent`: the same value, or `max(extent, 0)` (a `range(extent)`)?"""
-    if same_value(trip, extent):
-        return True
-    return isinstance(trip, Instruction) and trip.op is Op.IMAX and any(
-        same_value(a, extent) and isinstance(b, Constant) and b.value == 0
-        for a, b in (trip.operands, trip.operands[::-1]))
 
 
 def _defined_outside(value: Value, loop: Loop) -> bool:

@@ -33,11 +33,8 @@ from isozyme.enzyme_ad.prepare import LoopFrame
 from isozyme.ssa.ir import Block, Constant, Instruction, Phi, Value
 from isozyme.ssa.loops import Loop, LoopNest
 from isozyme.ssa.ops import Op
-from isozyme.ssa.trip_count import induction_variable, single_entering_block
+from isozyme.ssa.trip_count import induction_variable, same_value, single_entering_block
 from isozyme.ssa.types import I64
-
-SAME_VALUE_DEPTH = 6
-"""How deep `same_value` compares two trees of pure ops."""
 
 
 @dataclass(frozen=True)
@@ -155,30 +152,3 @@ def positive_test(condition: Instruction, value: Value) -> bool:
     if condition.op is Op.ICMP_SLT:
         return _is_zero(condition.operands[0]) and same_value(condition.operands[1], value)
     return False
-
-
-def same_value(a: Value | None, b: Value, depth: int = 0) -> bool:
-    """Are `a` and `b` the same number wherever both are defined: one SSA value, equal constants of one
-    type, `dim` of a local array and its extent, or one pure op of the same operands (two copies of a trip
-    count `max(d, 0)`, one per inlined callee, before CSE merged them)?"""
-    a, b = _extent_of_alloc(a), _extent_of_alloc(b)
-    if a is b:
-        return True
-    if isinstance(a, Constant) and isinstance(b, Constant):
-        return a.type == b.type and a.value == b.value
-    if not isinstance(a, Instruction) or not isinstance(b, Instruction) or isinstance(a, Phi) \
-            or isinstance(b, Phi) or depth >= SAME_VALUE_DEPTH:
-        return False
-    return a.op is b.op and a.info.pure and a.op not in (Op.LOAD, Op.ALLOC) and a.attrs == b.attrs \
-        and a.type == b.type and len(a.operands) == len(b.operands) \
-        and all(same_value(x, y, depth + 1) for x, y in zip(a.operands, b.operands, strict=True))
-
-
-def _extent_of_alloc(value: Value | None) -> Value | None:
-    """The extent operand of the local array when `value` is `dim` of an `alloc` (`len(xcentered)` in a
-    callee, `d` of `iz.empty(d, f64)`), else `value`."""
-    if isinstance(value, Instruction) and value.op is Op.DIM:
-        array = value.operands[0]
-        if isinstance(array, Instruction) and array.op is Op.ALLOC:
-            return array.operands[value.attrs["axis"]]  # type: ignore[index]
-    return value

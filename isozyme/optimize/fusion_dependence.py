@@ -25,7 +25,14 @@ from isozyme.ssa.def_use import operands_first
 from isozyme.ssa.ir import Block, Constant, Instruction, Phi, Value
 from isozyme.ssa.loops import Loop
 from isozyme.ssa.ops import Op
-from isozyme.ssa.trip_count import TripCount, analyze_trip_count, is_known_nonnegative, is_loop_invariant
+from isozyme.ssa.trip_count import (
+    TripCount,
+    analyze_trip_count,
+    bounded_by,
+    is_known_nonnegative,
+    is_loop_invariant,
+    same_value,
+)
 
 Affine = tuple[int, Value | None, int]
 """`a*v + s + c`: the coefficient of the induction variable v, one invariant value s (or none), a constant c."""
@@ -144,30 +151,13 @@ def _counts(counter: Value, trip: TripCount, in_header: bool, radix: Value) -> b
 
 def _at_most(extent: Value, radix: Value) -> bool:
     """Is `extent` the radix, `max(radix, 0)`, or (known not negative) the radix less one?"""
-    if same_expression(extent, radix) or _plus_one(radix, extent):
-        return True
-    return isinstance(extent, Instruction) and extent.op is Op.IMAX and any(
-        same_expression(a, radix) and _is_zero(b) for a, b in (extent.operands, extent.operands[::-1]))
+    return bounded_by(extent, radix) or _plus_one(radix, extent)
 
 
 def _plus_one(radix: Value, extent: Value) -> bool:
     """Is `radix` `extent + 1`, with `extent` known not negative?"""
     return is_known_nonnegative(extent) and isinstance(radix, Instruction) and radix.op is Op.IADD and any(
-        same_expression(a, extent) and _is_one(b) for a, b in (radix.operands, radix.operands[::-1]))
-
-
-def same_expression(a: Value, b: Value, depth: int = 0) -> bool:
-    """Do `a` and `b` compute the same integer: one value, equal constants, or the same pure op of such
-    operands (a few levels deep: `max(K - 1, 0) + 1` built twice)?"""
-    if a is b:
-        return True
-    if isinstance(a, Constant) and isinstance(b, Constant):
-        return a.type == b.type and a.value == b.value
-    if depth > 4 or not (isinstance(a, Instruction) and isinstance(b, Instruction)) or isinstance(a, Phi) \
-            or isinstance(b, Phi) or a.op is not b.op or not a.info.pure or a.attrs != b.attrs \
-            or len(a.operands) != len(b.operands):
-        return False
-    return all(same_expression(x, y, depth + 1) for x, y in zip(a.operands, b.operands, strict=True))
+        same_value(a, extent) and _is_one(b) for a, b in (radix.operands, radix.operands[::-1]))
 
 
 def _is_zero(value: Value) -> bool:
@@ -179,19 +169,19 @@ def _is_one(value: Value) -> bool:
 
 
 def in_order(first: Instruction, one: tuple[Loop, Phi], second: Instruction, two: tuple[Loop, Phi],
-             same_iteration: bool, shift: int = 0) -> bool:
+             same_iteration: bool, step: int, shift: int = 0) -> bool:
     """Do iteration j of L1 (`one`: the loop and its induction variable) at access `first` and iteration i of
     L2 at `second` reach the same element only when j <= i (only when j == i if `same_iteration`)? One
     index that agrees only at one offset j - i decides it, whatever the other indices are; an index that
-    never agrees proves there is no conflict at all (module docstring). In iteration i, L2's counter is
-    L1's plus `shift` (mirrored loops)."""
+    never agrees proves there is no conflict at all (module docstring). L1's counter steps by `step`; in
+    iteration i, L2's counter is L1's plus `shift` (mirrored loops)."""
     offsets: set[int] = set()
-    for x, y in zip(_indices(first), _indices(second), strict=True):
+    for x, y in zip(indices_of(first), indices_of(second), strict=True):
         fx, fy = affine_form(x, *one), affine_form(y, *two)
         if fx is None or fy is None:
             digits_x, digits_y = leading_digit(x, one[0], first.block), leading_digit(y, two[0], second.block)  # type: ignore[arg-type]
             if digits_x is None or digits_y is None or len(digits_x[1]) != len(digits_y[1]) \
-                    or not all(map(same_expression, digits_x[1], digits_y[1])):
+                    or not all(map(same_value, digits_x[1], digits_y[1])):
                 continue  # unknown: agrees for any pair of iterations, as far as the test knows
             fx, fy = affine_form(digits_x[0], *one), affine_form(digits_y[0], *two)
             if fx is None or fy is None:
@@ -214,14 +204,9 @@ def in_order(first: Instruction, one: tuple[Loop, Phi], second: Instruction, two
     if len(offsets) > 1:
         return True  # the indices agree for different offsets: never at once
     offset = offsets.pop()  # in values of the induction variable: iterations j - i = offset / step
-    return offset == 0 if same_iteration else offset * _step(one) <= 0
+    return offset == 0 if same_iteration else offset * step <= 0
 
 
-def _step(loop: tuple[Loop, Phi]) -> int:
-    trip = analyze_trip_count(loop[0])
-    assert isinstance(trip, TripCount) and isinstance(trip.iv.step, Constant)
-    return int(trip.iv.step.value)
-
-
-def _indices(inst: Instruction) -> tuple[Value, ...]:
+def indices_of(inst: Instruction) -> tuple[Value, ...]:
+    """The indices of a `load`, `store` or `atomic_add`."""
     return inst.operands[1:] if inst.op is Op.LOAD else inst.operands[2:]

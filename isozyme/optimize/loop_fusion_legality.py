@@ -427,7 +427,7 @@ def _independent(one: Candidate, two: Candidate, body_one: list[Instruction], bo
             if array_of(first) is not array_of(second) or (first.op not in WRITES and second.op not in WRITES):
                 continue
             if not in_order(first, (one.loop, one.trip.iv.phi), second, (two.loop, two.trip.iv.phi), one.parallel,
-                            shift):
+                            one.trip.iv.step.value, shift):  # type: ignore[attr-defined]
                 return False
     return True
 
@@ -439,10 +439,6 @@ def _is_distinct_array(array: Value) -> bool:
 
 def array_of(inst: Instruction) -> Value:
     return inst.operands[0] if inst.op is Op.LOAD else inst.operands[1]
-
-
-def indices_of(inst: Instruction) -> tuple[Value, ...]:
-    return inst.operands[1:] if inst.op is Op.LOAD else inst.operands[2:]
 
 
 def affine_form(root: Value, candidate: Candidate) -> Affine | None:

@@ -104,6 +104,46 @@ def single_entering_block(loop: Loop) -> Block | None:
     return loop.entering_blocks[0] if len(loop.entering_blocks) == 1 else None
 
 
+SAME_VALUE_DEPTH = 6
+"""How deep `same_value` compares two trees of pure ops."""
+
+
+def same_value(a: Value | None, b: Value, depth: int = 0) -> bool:
+    """Are `a` and `b` the same number wherever both are defined: one SSA value, equal constants of one
+    type, `dim` of a local array and its extent, or one pure op of the same operands (two copies of a trip
+    count `max(d, 0)`, one per inlined callee, before CSE merged them)?"""
+    a, b = _extent_of_alloc(a), _extent_of_alloc(b)
+    if a is b:
+        return True
+    if isinstance(a, Constant) and isinstance(b, Constant):
+        return a.type == b.type and a.value == b.value
+    if not isinstance(a, Instruction) or not isinstance(b, Instruction) or isinstance(a, Phi) \
+            or isinstance(b, Phi) or depth >= SAME_VALUE_DEPTH:
+        return False
+    return a.op is b.op and a.info.pure and a.op not in (Op.LOAD, Op.ALLOC) and a.attrs == b.attrs \
+        and a.type == b.type and len(a.operands) == len(b.operands) \
+        and all(same_value(x, y, depth + 1) for x, y in zip(a.operands, b.operands, strict=True))
+
+
+def _extent_of_alloc(value: Value | None) -> Value | None:
+    """The extent operand of the local array when `value` is `dim` of an `alloc` (`len(xcentered)` in a
+    callee, `d` of `iz.empty(d, f64)`), else `value`."""
+    if isinstance(value, Instruction) and value.op is Op.DIM:
+        array = value.operands[0]
+        if isinstance(array, Instruction) and array.op is Op.ALLOC:
+            return array.operands[value.attrs["axis"]]  # type: ignore[index]
+    return value
+
+
+def bounded_by(trip: Value, extent: Value) -> bool:
+    """Is the trip count `trip` at most `extent`: the same value, or `max(extent, 0)` (a `range(extent)`)?"""
+    if same_value(trip, extent):
+        return True
+    return isinstance(trip, Instruction) and trip.op is Op.IMAX and any(
+        same_value(a, extent) and isinstance(b, Constant) and b.value == 0
+        for a, b in (trip.operands, trip.operands[::-1]))
+
+
 def is_known_nonnegative(value: Value) -> bool:
     """A cheap proof that an i64 value is >= 0: a constant, a `dim`, or `imax` with such an operand."""
     work = [value]  # the operands of `imax`s, from a stack: `max(a, b, c, ...)` is a chain of them
