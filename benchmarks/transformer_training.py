@@ -30,8 +30,9 @@ step (on CUDA, after a synchronize). Checks, outside the timed region: every var
 steps) against torch eager's, max-norm relative, within 1e-9 (the same math rounded in another order);
 a mismatch, or a variant that fails, marks the row MISMATCH, and the script exits with status 1 after
 printing and writing everything. Memory: `iz.show_memory` of the gradient (`diffe_transformer_loss`) at
-the row's sizes: the arena isozyme's plan uses against the bytes requested without reuse (every local
-array and tape its own block), and whether that is at most 30% (the issue's goal).
+the row's sizes: what isozyme's plan uses (the arena, plus one copy per thread of the arrays allocated in a
+`prange` loop, which a task allocates once) against the naive allocation, every local array and tape of the
+gradient as AD emitted it its own block, and whether that is at most 30% (the issue's goal).
 """
 
 from __future__ import annotations
@@ -111,21 +112,34 @@ def runners(config, batches, kernels: dict[str, iz.Kernel], backend: str) -> lis
     return made
 
 
-def memory(config, kernel: iz.Kernel) -> dict[str, object]:
-    """The plan of the gradient's local arrays and tapes at the config's sizes (`iz.show_memory`)."""
+def memory(config, kernel: iz.Kernel, threads: int) -> dict[str, object]:
+    """The plan of the gradient's local arrays and tapes at the config's sizes (`iz.show_memory`): what it
+    uses (the arena, and one copy of the per-work-item arrays per thread) against what AD asked for."""
     from transformer import PARAMETER_NAMES
 
     sizes = {"tokens": (config.batch, config.seq), "targets": (config.batch, config.seq), "heads": config.heads,
              "head_dim": config.head_dim, **dict(zip(PARAMETER_NAMES, config.shapes().values()))}
     table = iz.show_memory(kernel, activity=("const",) * 4 + ("dup",) * len(PARAMETER_NAMES), **sizes)
-    header = table.splitlines()[:2]
-    found = re.search(r"requested (\d+) B, used (\d+) B", header[1])
-    if found is None:
-        raise RuntimeError(f"iz.show_memory's header changed: {header[1]!r}")
-    requested, used = int(found.group(1)), int(found.group(2))
-    ratio = used / requested if requested else 0.0
-    return {"requested_bytes": requested, "used_bytes": used, "used_over_requested": ratio,
+    header = [line for line in table.splitlines() if line.startswith(";")]
+    emitted = _figure(r"as AD emitted it .*requested (\d+) B", header)
+    requested, arena = _figure(r"^; requested (\d+) B", header), _figure(r"used (\d+) B in", header)
+    copy = _figure(r"per work item: (\d+) B a copy", header, missing=0)
+    used = arena + threads * copy
+    ratio = used / emitted if emitted else 0.0
+    return {"emitted_requested_bytes": emitted, "requested_bytes": requested, "arena_bytes": arena,
+            "per_work_item_copy_bytes": copy, "threads": threads, "used_bytes": used, "used_over_emitted": ratio,
             "goal": MEMORY_GOAL, "meets_goal": ratio <= MEMORY_GOAL, "header": header}
+
+
+def _figure(pattern: str, header: list[str], missing: int | None = None) -> int:
+    """The number `pattern` finds in the header lines of `iz.show_memory`'s table."""
+    for line in header:
+        found = re.search(pattern, line)
+        if found:
+            return int(found.group(1))
+    if missing is None:
+        raise RuntimeError(f"iz.show_memory's header changed: no {pattern!r} in {header}")
+    return missing
 
 
 def measure(layers: int, steps: int, sizes: dict[str, int], kernels: dict[str, iz.Kernel], backend: str,
@@ -161,7 +175,7 @@ def measure(layers: int, steps: int, sizes: dict[str, int], kernels: dict[str, i
             entry["speedup_over_torch_compile"] = compiled / entry["seconds_median"]
     row = {"layers": layers, "config": vars(config), "steps": steps, "variants": variants,
            "check": {"passed": all(v["check"]["passed"] for v in variants.values())}}
-    row["memory"] = memory(config, next(iter(kernels.values())))
+    row["memory"] = memory(config, next(iter(kernels.values())), iz.get_num_threads())
     return row
 
 
@@ -178,9 +192,9 @@ def print_row(row: dict) -> None:
               + ("" if entry["check"]["passed"] else f"  {MISMATCH}")
               + (f"  {entry['error']}" if entry["error"] else ""))
     m = row["memory"]
-    print(f"  memory of the gradient's plan: {m['used_bytes'] / 2**20:.2f} MiB used of "
-          f"{m['requested_bytes'] / 2**20:.2f} MiB requested ({100 * m['used_over_requested']:.1f}%, "
-          f"goal <= {100 * MEMORY_GOAL:.0f}%)")
+    print(f"  memory of the gradient's plan: {m['used_bytes'] / 2**20:.2f} MiB used (the arena, and a copy of "
+          f"the per-work-item arrays per thread) of {m['emitted_requested_bytes'] / 2**20:.2f} MiB that AD "
+          f"asked for ({100 * m['used_over_emitted']:.1f}%, goal <= {100 * MEMORY_GOAL:.0f}%)")
 
 
 def main(argv: list[str] | None = None) -> int:

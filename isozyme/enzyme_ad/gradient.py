@@ -90,9 +90,10 @@ def finish_derivative(module: Module, derivative: Function, stage: str, opt: str
     """After AD: keep `derivative` and what it calls, recompute memory flags (a derivative writes its
     shadows), verify, report `stage`, and optimize unless opt="none": O2, then loop fusion (the same for
     "post" and "pre": it is not what they compare; `ISOZYME_LOOP_FUSION=0` leaves it out) and O2 again,
-    in rounds while loops fuse; then the temporaries fusion made private to one iteration become values.
-    Last, allocs move down to their uses (memory reuse then lets a shadow share the bytes of arrays that
-    died in the forward sweep)."""
+    in rounds while loops fuse; then the temporaries fusion made private to one iteration become values,
+    and the arrays of which each iteration of a `prange` loop uses a slice of its own are allocated in it
+    (`optimize/array_privatization.py`; off with fusion). Last, allocs move down to their uses (memory
+    reuse then lets a shadow share the bytes of arrays that died in the forward sweep)."""
     keep_only_callees_of(module, derivative)
     run_passes(module, ["func-attrs"], pass_options)
     verify(module)
@@ -102,6 +103,7 @@ def finish_derivative(module: Module, derivative: Function, stage: str, opt: str
         run_passes(module, ["O2"], pass_options)
         if fusion_enabled():
             fuse_loops(module, pass_options)
+            run_passes(module, ["privatize-arrays"], pass_options)  # an iteration's slices, its own arrays
         run_passes(module, ["sink-allocs"], pass_options)  # shadows start where the reverse sweep does
 
 

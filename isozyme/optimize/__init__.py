@@ -7,6 +7,8 @@ that layer, which import each other not at all; each module imports only modules
 (`lint-imports` checks it against the contracts in `pyproject.toml`).
 - `pass_manager`: the registry of passes by short name, the pipelines, instrumentation
 - `alloc_sinking`: sink-allocs, each alloc down to where its uses begin
+  `array_privatization`: privatize-arrays, an array of which each prange iteration uses its own slice
+  allocated in the loop, one slice large
   `common_subexpression_elimination`: cse, dominator-scoped value numbering of pure ops and loads
   `constant_folding`: const-fold, instructions with constant operands evaluated
   `dead_code_elimination`: dce, instructions whose results nothing live uses deleted

@@ -104,7 +104,8 @@ def leading_digit(index: Value, loop: Loop, block: Block) -> tuple[Value, list[V
             if not isinstance(product, Instruction) or product.op is not Op.IMUL:
                 continue
             for base, radix in (product.operands, product.operands[::-1]):
-                if is_loop_invariant(radix, loop) and any(_counts(counter, trip, head, radix) for trip, head in inner):
+                if is_loop_invariant(radix, loop) and any(counts_iterations(counter, trip, head, radix)
+                                                          for trip, head in inner):
                     radices.append(radix)
                     value = base
                     break
@@ -131,7 +132,7 @@ def _loops_around(block: Block, loop: Loop) -> list[tuple[TripCount, bool]]:
     return found
 
 
-def _counts(counter: Value, trip: TripCount, in_header: bool, radix: Value) -> bool:
+def counts_iterations(counter: Value, trip: TripCount, in_header: bool, radix: Value) -> bool:
     """Is `counter` in [0, radix) where the access is: the loop's counter `0, 1, ... < t` with t the radix
     or `max(radix, 0)` (in the header, where it reaches t, the radix `t + 1` with t known not negative), or
     `v - 1` of a loop `t, t-1, ... != 0` in its body (v in [1, t])?"""

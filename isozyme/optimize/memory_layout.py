@@ -98,6 +98,13 @@ class MemoryPlan:
         return sum(buffer.aligned_size for buffer in self.planned)
 
     @property
+    def per_work_item(self) -> int:
+        """Bytes of one copy of each sized per-work-item buffer (allocated in a parallel loop), end to end:
+        a CPU task holds one copy at a time, OpenCL one per iteration (not counted in `requested`)."""
+        return sum(buffer.aligned_size for buffer in self.buffers
+                   if buffer.status is BufferStatus.PER_WORK_ITEM and buffer.size is not None)
+
+    @property
     def saved(self) -> float:
         """The fraction of `requested` that the slot layout saves."""
         return 1.0 - self.used / self.requested if self.requested else 0.0
@@ -111,6 +118,9 @@ class MemoryPlan:
                  f"; requested {self.requested} B, used {self.used} B in {self.slots} slot(s), saved "
                  f"{100 * self.saved:.1f}%; best fit would use {self.best_fit} B (offsets aligned to "
                  f"{self.alignment} B)"]
+        if self.per_work_item:
+            lines.append(f"; per work item: {self.per_work_item} B a copy (a CPU task holds one copy at a time, "
+                         "OpenCL one per iteration)")
         rows = [("buffer", "array", "bytes", "slot", "offset", "live", "status")]
         rows += [(b.name, b.type_text, str(b.size) if b.size is not None else b.size_text or "?",
                   str(b.slot) if b.slot is not None else "-", str(b.offset) if b.offset is not None else "-",

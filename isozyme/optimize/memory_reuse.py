@@ -72,6 +72,7 @@ comparison: the slot layout cannot know the sizes, so it may use more.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Hashable, Mapping, Sequence
 
@@ -144,6 +145,9 @@ def _buffer(alloc: Instruction, liveness: Liveness, nest: LoopNest, extents: Ext
         buffer.status = BufferStatus.GROWABLE
     elif PRIVATE in alloc.flags or _in_parallel_loop(alloc, nest):
         buffer.status = BufferStatus.PER_WORK_ITEM
+        if PRIVATE not in alloc.flags:  # a flagged array's copies are shaped like it: sized below, once
+            with contextlib.suppress(Unevaluated):
+                buffer.size = byte_size(alloc, extents)  # one copy
     elif any(liveness.live_at(alias, alloc) for alias in alias_set if alias is not alloc):
         buffer.status = BufferStatus.MULTI_INSTANCE
     else:

@@ -35,6 +35,7 @@ from enum import Enum
 from typing import TextIO
 
 from isozyme.optimize.alloc_sinking import sink_allocs
+from isozyme.optimize.array_privatization import privatize_arrays
 from isozyme.optimize.common_subexpression_elimination import common_subexpression_elimination
 from isozyme.optimize.constant_folding import constant_folding
 from isozyme.optimize.dead_code_elimination import dead_code_elimination
@@ -100,6 +101,8 @@ REGISTRY: dict[str, Pass] = {p.name: p for p in (
     Pass("loop-fusion", loop_fusion, "fuse adjacent loops over the same iteration space when no dependence forbids"),
     Pass("scalarize-temporaries", scalarize_private_arrays,
          "replace a local array private to the iterations of a loop by the values stored into it"),
+    Pass("privatize-arrays", privatize_arrays,
+         "allocate in a prange loop a local array of which each iteration uses a slice of its own"),
     Pass("sink-allocs", sink_allocs, "move each alloc down to the nearest common dominator of its uses"),
     Pass("memory-reuse", place_in_arena, "local arrays as views of one arena per call, by liveness (codegen's "
          "last step: no pass may follow it)"),

@@ -10,7 +10,11 @@ whose sizes depend on arguments not given are listed as symbolic and left out of
 
 The layout is the one codegen makes (`place_in_arena`, on both backends): its slots, the bytes it uses at
 these sizes, the bytes requested without reuse (every buffer its own block, an alloc in a loop once), the
-fraction saved, and the best-fit packing's figure for comparison.
+fraction saved, and the best-fit packing's figure for comparison. Arrays allocated in a `prange` loop are
+not in the arena: each work item has its own copy (a CPU task one at a time, OpenCL one per iteration), and
+a line gives the bytes of one copy of them all. For a gradient, a line gives the naive allocation: the bytes
+requested by the gradient as AD emitted it, before the optimizations after AD (fusion, scalarized and
+privatized arrays, sunk allocs), every buffer its own block.
 """
 
 from __future__ import annotations
@@ -18,23 +22,34 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from isozyme.enzyme_ad.activity import ArgActivity
+from isozyme.enzyme_ad.custom import clone_function
 from isozyme.enzyme_ad.gradient import OPT_MODES
 from isozyme.optimize.memory_extents import ArgumentValue
 from isozyme.optimize.memory_reuse import plan_memory
 from isozyme.runtime.compiled_derivatives import differentiate, parse_activity
 from isozyme.runtime.kernel import DEFAULT_PIPELINE, Kernel
-from isozyme.ssa.ir import Function
+from isozyme.ssa.ir import Function, Module
 
 PRIMAL_PIPELINES = {"post": DEFAULT_PIPELINE, "pre": DEFAULT_PIPELINE, "none": "O0"}
 """The pipeline a primal kernel runs for each `opt` mode: "pre" and "post" differ only for derivatives."""
 
 
-def _entry_function(kernel: Kernel, activity: Sequence[str | ArgActivity] | None, opt: str) -> Function:
+def _entry_function(kernel: Kernel, activity: Sequence[str | ArgActivity] | None, opt: str
+                    ) -> tuple[Function, Function | None]:
+    """The function the plan is made for, and for a gradient a copy of it as AD emitted it."""
     if activity is None:
-        return kernel.optimized(PRIMAL_PIPELINES.get(opt, opt))[1]
+        return kernel.optimized(PRIMAL_PIPELINES.get(opt, opt))[1], None
     if opt not in OPT_MODES:
         raise ValueError(f"opt must be one of {', '.join(map(repr, OPT_MODES))}, not {opt!r}")
-    return differentiate(kernel, parse_activity(kernel, activity), opt).function
+    emitted: list[Function] = []
+
+    def keep_emitted(stage: str, module: Module) -> None:
+        if stage == "grad":  # a copy, out of the module: the passes after AD leave it as it is
+            name = f"diffe_{kernel.definition.name}"
+            emitted.append(clone_function(module, module[name], f"{name}.emitted"))
+            del module.functions[f"{name}.emitted"]
+    function = differentiate(kernel, parse_activity(kernel, activity), opt, keep_emitted).function
+    return function, (emitted[0] if emitted else None)
 
 
 def _entry_sizes(function: Function, given: dict[str, ArgumentValue]) -> dict[str, ArgumentValue]:
@@ -53,5 +68,11 @@ def show_memory(kernel: Kernel, activity: Sequence[str | ArgActivity] | None = N
     """The memory plan of `kernel` (or of its gradient for `activity`) as a table (module docstring)."""
     if not isinstance(kernel, Kernel):
         raise TypeError(f"show_memory needs an @iz.kernel, got {type(kernel).__name__}")
-    function = _entry_function(kernel, activity, opt)
-    return plan_memory(function, _entry_sizes(function, sizes_or_args) if sizes_or_args else None).format()
+    function, emitted = _entry_function(kernel, activity, opt)
+    table = plan_memory(function, _entry_sizes(function, sizes_or_args) if sizes_or_args else None).format()
+    if emitted is None:
+        return table
+    naive = plan_memory(emitted, _entry_sizes(emitted, sizes_or_args) if sizes_or_args else None)
+    header, rest = table.split("\n", 1)
+    return (f"{header}\n; as AD emitted it (before the optimizations after AD): {len(naive.buffers)} buffer(s), "
+            f"requested {naive.requested} B\n{rest}")

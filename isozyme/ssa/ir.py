@@ -223,6 +223,10 @@ class Instruction(Value):
         value.uses.append(use)
         self.operands = (*self.operands[:index], value, *self.operands[index + 1:])
 
+    def remove_operand(self, index: int) -> None:
+        """Remove operand `index` (the later ones move down by one), keeping the use lists right."""
+        self._remove_operand(index)
+
     def _remove_operand(self, index: int) -> None:
         use = self._operand_uses.pop(index)
         self.operands[index].uses.remove(use)
