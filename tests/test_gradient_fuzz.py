@@ -435,11 +435,32 @@ def entry(out: Array[f64], x: Array[f64], n: i64) -> f64:
     h(out, n)
     return s + out[0]
 """, "reloaded-before-a-split-call-that-writes-it"),
+    _regression("""\
+import isozyme as iz
+from isozyme import Array, f64, i64
+
+
+@iz.kernel
+def entry(out: Array[f64], x: Array[f64], y: Array[f64], idx: Array[i64], n: i64, a: f64):
+    s0 = 0.0
+    v2 = iz.empty(n, f64)
+    for j3 in range(n):
+        v2[j3] = iz.tanh(y[j3])
+    for w4 in range(n):
+        if s0 > 0.0:
+            break
+        out[w4] += v2[w4] * ((out[w4] + out[w4]) if a > 0.5 else out[w4])
+    for i in range(n):
+        out[i] = out[i] * out[(i + 1) % n]
+""", "counters-of-a-fused-loop-used-after-it"),
 ]
 """Minimal kernels of the bugs the fuzzer found, checked as a generated program is (arguments of seed 0).
 The first three are UNDOMINATED_ALLOC, found while it was open (then xfail(strict) here) and fixed since.
 The last: the cache planner reloaded `out[0]` in the reverse pass, taking it for unwritten after the load,
-because the split call that writes `out` had been replaced by its augmented call (opt="pre")."""
+because the split call that writes `out` had been replaced by its augmented call (opt="pre"). The
+fifth: with opt="pre", AD's counters of the second loop's iterations and branches are phis of its header,
+used by the reverse pass after it; loop fusion put them in the first loop's header, which the guard
+before the first loop skips (LLVM: "Instruction does not dominate all uses!")."""
 
 
 @pytest.mark.parametrize("source", REGRESSIONS)

@@ -93,7 +93,8 @@ def finish_derivative(module: Module, derivative: Function, stage: str, opt: str
     in rounds while loops fuse; then the temporaries fusion made private to one iteration become values,
     and the arrays of which each iteration of a `prange` loop uses a slice of its own are allocated in it
     (`optimize/array_privatization.py`; off with fusion). Last, allocs move down to their uses (memory
-    reuse then lets a shadow share the bytes of arrays that died in the forward sweep)."""
+    reuse then lets a shadow share the bytes of arrays that died in the forward sweep), and the module is
+    verified again."""
     keep_only_callees_of(module, derivative)
     run_passes(module, ["func-attrs"], pass_options)
     verify(module)
@@ -105,6 +106,7 @@ def finish_derivative(module: Module, derivative: Function, stage: str, opt: str
             fuse_loops(module, pass_options)
             run_passes(module, ["privatize-arrays"], pass_options)  # an iteration's slices, its own arrays
         run_passes(module, ["sink-allocs"], pass_options)  # shadows start where the reverse sweep does
+        verify(module)  # what every backend runs: invalid SSA the interpreter could run is refused there too
 
 
 def fuse_loops(module: Module, pass_options: PassOptions | None) -> None:

@@ -400,8 +400,9 @@ def _hoistable(pair: Pair, body_one: list[Instruction], tree: DominatorTree) -> 
 
 def _skipped_values_agree(pair: Pair, tree: DominatorTree) -> bool:
     """The phis of E2 take one value on all the edges that skip L2 (fused, only E1's edge skips both
-    loops, when L1 can be skipped at all), and that value is there at E1."""
-    if pair.skips_one and not pair.skips_two and pair.two.exit.phis:
+    loops, when L1 can be skipped at all), and that value is there at E1; and when only L1 is guarded, no
+    value of L2 is used after it (AD's counters of a loop's iterations and branches are)."""
+    if pair.skips_one and not pair.skips_two and (pair.two.exit.phis or _used_after(pair.two.loop)):
         return False  # what L2's values are when it runs zero times would have to be worked out
     for phi in pair.two.exit.phis:
         values = {phi.incoming_value(block) for block in pair.skips_two}
@@ -412,6 +413,12 @@ def _skipped_values_agree(pair: Pair, tree: DominatorTree) -> bool:
                 and not tree.strictly_dominates(value.block, pair.one.exit):  # type: ignore[arg-type]
             return False
     return True
+
+
+def _used_after(loop: Loop) -> bool:
+    """Is a phi of the loop's header used outside the loop (where, L2 not guarded, its header dominated the
+    use; fused, the edge that skips L1 skips the fused header too)?"""
+    return any(use.user.block not in loop for phi in loop.header.phis for use in phi.uses)
 
 
 def _independent(one: Candidate, two: Candidate, body_one: list[Instruction], body_two: list[Instruction],
