@@ -26,6 +26,10 @@ an `iz.empty`), which is what a fresh alloc of the remaining extents, with the s
 iteration nothing reads the slice again. The new alloc goes to the nearest common dominator of the accesses
 that lies in P outside its inner loops (so it runs once per iteration); a `dim` of A becomes A's extent.
 
+Where codegen runs P serially after all (a loop it cannot run in parallel, `codegen/parallel_loops.py`),
+the slice is allocated at each execution of its alloc, as any alloc in a loop that the arena does not hold
+(`memory_reuse.py`): slower, and on LLVM held until the call returns, but the same result.
+
 Runs after fusion, on derivatives (`enzyme_ad/gradient.py`), before `sink-allocs`. Requires verified SSA and
 reducible control flow (it does nothing otherwise); keeps the SSA valid.
 """

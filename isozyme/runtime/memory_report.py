@@ -44,9 +44,9 @@ def _entry_function(kernel: Kernel, activity: Sequence[str | ArgActivity] | None
     emitted: list[Function] = []
 
     def keep_emitted(stage: str, module: Module) -> None:
-        if stage == "grad":  # a copy, out of the module: the passes after AD leave it as it is
-            name = f"diffe_{kernel.definition.name}"
-            emitted.append(clone_function(module, module[name], f"{name}.emitted"))
+        name = f"diffe_{kernel.definition.name}"
+        if stage == "grad" and name in module.functions:  # a copy, out of the module: the passes after AD
+            emitted.append(clone_function(module, module[name], f"{name}.emitted"))  # leave it as it is
             del module.functions[f"{name}.emitted"]
     function = differentiate(kernel, parse_activity(kernel, activity), opt, keep_emitted).function
     return function, (emitted[0] if emitted else None)
