@@ -38,9 +38,9 @@ from __future__ import annotations
 
 import functools
 
-from isozyme.optimize.fusion_dependence import affine_form, counts_iterations, indices_of
+from isozyme.optimize.fusion_dependence import accesses_element_of, affine_form, counts_iterations, indices_of
 from isozyme.ssa.dominators import DominatorTree
-from isozyme.ssa.flags import GROWABLE, PARALLEL
+from isozyme.ssa.flags import ACCESS_OPS, GROWABLE, PARALLEL
 from isozyme.ssa.ir import Block, Function, Instruction, Value
 from isozyme.ssa.loops import Loop, LoopNest, has_irreducible_control_flow
 from isozyme.ssa.ops import Op
@@ -76,7 +76,7 @@ def _contraction(alloc: Instruction, nest: LoopNest, tree: DominatorTree
     if GROWABLE in alloc.flags or rank < 2:
         return None
     accesses = [use.user for use in alloc.uses if use.user.op is not Op.DIM]
-    if not accesses or not all(_accesses_as_array(inst, alloc) for inst in accesses):
+    if not accesses or not all(accesses_element_of(inst, alloc, ACCESS_OPS) for inst in accesses):
         return None
     loop = _parallel_loop_around(accesses, nest)
     home = nest.loop_of(alloc.block)  # type: ignore[arg-type]
@@ -92,15 +92,6 @@ def _contraction(alloc: Instruction, nest: LoopNest, tree: DominatorTree
         current = current.parent
     home_block = _home_block(accesses, loop, nest, tree)
     return (positions, accesses, home_block) if len(positions) < rank and home_block is not None else None
-
-
-def _accesses_as_array(inst: Instruction, array: Instruction) -> bool:
-    """Is `inst` a load, store or atomic add of an element of `array` (which it uses nowhere else)?"""
-    if inst.op is Op.LOAD:
-        return inst.operands[0] is array and array not in inst.operands[1:]
-    if inst.op in (Op.STORE, Op.ATOMIC_ADD):
-        return inst.operands[1] is array and array not in (inst.operands[0], *inst.operands[2:])
-    return False
 
 
 def _parallel_loop_around(accesses: list[Instruction], nest: LoopNest) -> Loop | None:

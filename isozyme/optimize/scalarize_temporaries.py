@@ -17,7 +17,7 @@ it removed is replaced by the value the element held at that point of the iterat
 
 from __future__ import annotations
 
-from isozyme.optimize.fusion_dependence import indices_of
+from isozyme.optimize.fusion_dependence import accesses_element_of, indices_of
 from isozyme.optimize.instcombine import is_constant
 from isozyme.optimize.loop_canonicalization import insert_preheaders_and_latches
 from isozyme.optimize.loop_fusion_legality import Candidate, affine_form, array_of, counted_loop
@@ -46,7 +46,8 @@ def scalarize_private_arrays(function: Function) -> bool:
 
 def _private_block(alloc: Instruction, nest: LoopNest) -> Block | None:
     """The block where the accesses of `alloc` can be replaced by values, or None."""
-    if is_growable_alloc(alloc) or any(use.user.op is not Op.DIM and not _accesses_as_array(use.user, alloc)
+    if is_growable_alloc(alloc) or any(use.user.op is not Op.DIM
+                                       and not accesses_element_of(use.user, alloc, (Op.LOAD, Op.STORE))
                                        for use in alloc.uses):
         return None
     accesses = [use.user for use in alloc.uses if use.user.op is not Op.DIM]
@@ -70,12 +71,6 @@ def _private_block(alloc: Instruction, nest: LoopNest) -> Block | None:
     restores = bool(last) and is_constant(last[0].operands[0], 0.0)  # +0.0, not -0.0
     once = nest.loop_of(alloc.block) is loop.parent  # type: ignore[arg-type]
     return block if restores or once else None
-
-
-def _accesses_as_array(inst: Instruction, array: Value) -> bool:
-    if inst.op is Op.LOAD:
-        return inst.operands[0] is array and array not in inst.operands[1:]
-    return inst.op is Op.STORE and inst.operands[1] is array and array not in (inst.operands[0], *inst.operands[2:])
 
 
 def _varies(index: Value, candidate: Candidate) -> bool:
