@@ -47,6 +47,11 @@ per call, what the recomputation needs taped (`split_snapshots`):
   copies (the recomputation writes the copies, never the kernel's arrays; the shadows are the kernel's).
   The tape is indexed like a stack tape (`cache.py`): it works in loops of unknown trip count too.
 
+An array that g reads in one slab only (every load of it, and every atomic add, indexes axis 0 by one
+integer parameter of g plus a constant, and g passes it to no call: the residual stream `xs[layer]` of a
+transformer layer that writes `xs[layer + 1]`) has only that slab taped and restored (`read_slab`); the
+rest of the copy is never read by the recomputation, which may write it.
+
 The tape of a split call is what g may overwrite, not every value g's reverse needs (those g recomputes):
 Enzyme's recompute-versus-cache trade, taken at the call boundary. `reverse_<g>` and `diffe_<g>` stay calls
 (`noinline`), so their local arrays are freed when they return, not when the kernel does.
@@ -63,7 +68,8 @@ from isozyme.optimize.inline import inline_call
 from isozyme.optimize.memory_effects import array_root
 from isozyme.ssa.builder import Builder
 from isozyme.ssa.flags import CUSTOM_JVP_FLAG, CUSTOM_VJP_FLAG, NOINLINE
-from isozyme.ssa.ir import Argument, Function, Instruction, Module, Value
+from isozyme.ssa.ir import Argument, Constant, Function, Instruction, Module, Value
+from isozyme.ssa.ops import Op
 from isozyme.ssa.types import I64, VOID, ArrayType, Type
 
 SPLIT_RULE = "split"
@@ -141,28 +147,109 @@ def split_snapshots(call: Instruction, caller_writes: set[Value] | None,
     return positions
 
 
-def augmented_function(module: Module, callee: Function, positions: list[int]) -> Function:
+Slab = tuple[int, int]
+"""(position of an i64 parameter p of g, constant c): g reads its array only at `[p + c, ...]`."""
+
+
+def read_slab(param: Argument) -> Slab | None:
+    """The slab of `param` (an array parameter of its function) that the function reads (module
+    docstring), or None: when a read (a load or an atomic add of it) indexes axis 0 otherwise, or it is
+    used but through stores, dims and calls that pass it on (whose callees' reads count, mapped back
+    through the call's arguments), or it is not read at all."""
+    slabs = _read_slabs(param, 0)
+    return next(iter(slabs)) if slabs is not None and len(slabs) == 1 else None
+
+
+def _read_slabs(param: Argument, depth: int) -> set[Slab] | None:
+    """The slabs (in terms of the parameters of `param`'s function) read of `param`; None: not known."""
+    slabs: set[Slab] = set()
+    for user in param.users:
+        if user.op is Op.DIM:
+            continue
+        if user.op is Op.CALL:
+            found = _slabs_through_call(user, param, depth)
+            if found is None:
+                return None
+            slabs |= found
+            continue
+        if user.op not in (Op.LOAD, Op.STORE, Op.ATOMIC_ADD):
+            return None
+        array_at = 0 if user.op is Op.LOAD else 1
+        if user.operands[array_at] is not param or user.operands.count(param) != 1:
+            return None
+        if user.op is Op.STORE:
+            continue  # a write: the recomputation writes the copy wherever g does
+        slab = _parameter_plus_constant(user.operands[array_at + 1])
+        if slab is None:
+            return None
+        slabs.add(slab)
+    return slabs
+
+
+def _slabs_through_call(call: Instruction, param: Argument, depth: int) -> set[Slab] | None:
+    """The slabs of `param` that `call` reads, from its callee's reads of the parameter it is passed as."""
+    callee = call.callee
+    if not isinstance(callee, Function) or depth >= 8 or call.operands.count(param) != 1:
+        return None
+    inner = _read_slabs(callee.args[call.operands.index(param)], depth + 1)
+    if inner is None:
+        return None
+    slabs: set[Slab] = set()
+    for position, constant in inner:
+        outer = _parameter_plus_constant(call.operands[position])
+        if outer is None:
+            return None
+        slabs.add((outer[0], outer[1] + constant))
+    return slabs
+
+
+def _parameter_plus_constant(index: Value) -> Slab | None:
+    if isinstance(index, Argument) and index.type == I64:
+        return index.index, 0
+    if not isinstance(index, Instruction) or index.op not in (Op.IADD, Op.ISUB):
+        return None
+    left, right = index.operands
+    if index.op is Op.IADD and isinstance(left, Constant):
+        left, right = right, left
+    if isinstance(left, Argument) and left.type == I64 and isinstance(right, Constant):
+        return left.index, right.value if index.op is Op.IADD else -right.value  # type: ignore[return-value]
+    return None
+
+
+def snapshot_slabs(callee: Function, positions: list[int]) -> dict[int, Slab]:
+    """For each position at which split mode tapes an array, its read slab when it has one (`read_slab`)."""
+    slabs = {position: read_slab(callee.args[position]) for position in positions}
+    return {position: slab for position, slab in slabs.items() if slab is not None}
+
+
+def augmented_function(module: Module, callee: Function, positions: list[int],
+                       slabs: dict[int, Slab] | None = None) -> Function:
     """`augmented_<g>`: tapes the arrays at `positions` (flattened, row-major, each into its own tape at
-    `run * size`), then runs g and returns its value. Its parameters: g's, one tape per position, `run`."""
-    name = _split_name("augmented", callee, positions)
+    `run * size`; only the slab g reads of those in `slabs`, at `run * slab size`), then runs g and returns
+    its value. Its parameters: g's, one tape per position, `run`."""
+    slabs = slabs or {}
+    name = _split_name("augmented", callee, positions, slabs)
     if name in module:
         return module[name]
     args, tapes, offset = _split_signature(callee.args, callee, positions)
     function = module.add(Function(name, args, callee.return_type, loc=callee.loc))
     builder = Builder(function.add_block("entry"), callee.loc)
     for position, tape in zip(positions, tapes):
-        _copy(builder, args[position], tape, offset, into_tape=True)
+        slab = _slab_index(builder, args, slabs.get(position))  # type: ignore[arg-type]
+        _copy(builder, args[position], tape, offset, into_tape=True, slab=slab)
     result = builder.call(callee, *args[:len(callee.args)])
     builder.ret(None if callee.return_type.is_void else result)
     return function
 
 
-def reverse_function(module: Module, callee: Function, rule: Function, positions: list[int]) -> Function:
+def reverse_function(module: Module, callee: Function, rule: Function, positions: list[int],
+                     slabs: dict[int, Slab] | None = None) -> Function:
     """`reverse_<g>`: the parameters of its rule `diffe_<g>`, except that each array at `positions` is given
-    by its extents (`<x>.shape<k>`), then one tape per position and `run`; restores each taped array, as it
-    was when g was called, into a local copy of those extents and runs the rule on the copies (the
-    recomputation of g writes the copies, never the kernel's arrays)."""
-    name = _split_name("reverse", callee, positions)
+    by its extents (`<x>.shape<k>`), then one tape per position and `run`; restores each taped array (the
+    slab g reads, for those in `slabs`), as it was when g was called, into a local copy of those extents
+    and runs the rule on the copies (the recomputation of g writes the copies, never the kernel's arrays)."""
+    slabs = slabs or {}
+    name = _split_name("reverse", callee, positions, slabs)
     if name in module:
         return module[name]
     rule_positions = [_primal_params(callee, rule)[p].index for p in positions]
@@ -184,16 +271,18 @@ def reverse_function(module: Module, callee: Function, rule: Function, positions
             operands.append(next(given))
             continue
         extents = [next(given) for _ in shapes[index]]
-        copy = builder.alloc(arg.type.element, *extents, name=f"{arg.name}.at_call")  # type: ignore[attr-defined]
-        _copy(builder, copy, tapes[rule_positions.index(index)], run, into_tape=False)
-        operands.append(copy)
+        operands.append(builder.alloc(arg.type.element, *extents, name=f"{arg.name}.at_call"))  # type: ignore[attr-defined]
+    in_callee_order = [operands[param.index] for param in _primal_params(callee, rule)]
+    for position, index, tape in zip(positions, rule_positions, tapes):
+        slab = _slab_index(builder, in_callee_order, slabs.get(position))  # type: ignore[arg-type]
+        _copy(builder, operands[index], tape, run, into_tape=False, slab=slab)
     builder.call(rule, *operands)
     builder.ret()
     return function
 
 
-def _split_name(kind: str, callee: Function, positions: list[int]) -> str:
-    return f"{kind}_{callee.name}" + "".join(f".{p}" for p in positions)
+def _split_name(kind: str, callee: Function, positions: list[int], slabs: dict[int, Slab]) -> str:
+    return f"{kind}_{callee.name}" + "".join(f".{p}" + ("s" if p in slabs else "") for p in positions)
 
 
 def _split_signature(params: list[Argument], callee: Function, positions: list[int]
@@ -205,13 +294,31 @@ def _split_signature(params: list[Argument], callee: Function, positions: list[i
     return [*args, *tapes, run], tapes, run
 
 
-def _copy(builder: Builder, array: Value, tape: Value, run: Value, into_tape: bool) -> None:
-    """array[i0, i1, ...] <-> tape[run * size + row-major position], over the whole array."""
+def _slab_index(builder: Builder, params: list[Value], slab: Slab | None) -> Value | None:
+    """The index along axis 0 of the slab g reads, from g's parameters (or the rule's, in g's order)."""
+    if slab is None:
+        return None
+    position, constant = slab
+    return builder.iadd(params[position], Constant(I64, constant)) if constant else params[position]
+
+
+def _copy(builder: Builder, array: Value, tape: Value, run: Value, into_tape: bool,
+          slab: Value | None = None) -> None:
+    """array[i0, i1, ...] <-> tape[run * size + row-major position], over the whole array; with `slab`,
+    over array[slab, ...] only (at run * slab size; nothing when the slab is out of bounds, where g's own
+    access will fail)."""
     extents = [builder.dim(array, axis) for axis in range(array.type.rank)]  # type: ignore[attr-defined]
-    offset = builder.imul(run, array_size(builder, array))
+    if slab is None:
+        offset = builder.imul(run, array_size(builder, array))
+    else:
+        offset = builder.imul(run, slab_size(builder, array))
+        inside = builder.and_(builder.icmp_sge(slab, Constant(I64, 0)), builder.icmp_slt(slab, extents[0]))
+        extents = [builder.select(inside, Constant(I64, 1), Constant(I64, 0)), *extents[1:]]
 
     def body(b: Builder, indices: list[Value]) -> None:
-        position = indices[0]
+        if slab is not None:
+            indices = [slab, *indices[1:]]
+        position = indices[0] if slab is None else Constant(I64, 0)
         for index, extent in zip(indices[1:], extents[1:]):
             position = b.iadd(b.imul(position, extent), index)
         at = b.iadd(offset, position)
@@ -225,6 +332,14 @@ def _copy(builder: Builder, array: Value, tape: Value, run: Value, into_tape: bo
 def array_size(builder: Builder, array: Value) -> Value:
     """The number of elements of `array`."""
     size: Value = builder.dim(array, 0)
+    for axis in range(1, array.type.rank):  # type: ignore[attr-defined]
+        size = builder.imul(size, builder.dim(array, axis))
+    return size
+
+
+def slab_size(builder: Builder, array: Value) -> Value:
+    """The number of elements of `array[i, ...]`."""
+    size: Value = Constant(I64, 1)
     for axis in range(1, array.type.rank):  # type: ignore[attr-defined]
         size = builder.imul(size, builder.dim(array, axis))
     return size

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 
 from isozyme.enzyme_ad.prepare import LoopFrame
 from isozyme.enzyme_ad.triangular_index import TriangularIndex, positive_test, triangular_index
-from isozyme.optimize.memory_effects import array_operands, array_root, call_effects
+from isozyme.optimize.function_attributes import MemoryEffects, module_memory_effects
+from isozyme.optimize.memory_effects import array_root, call_effects
 from isozyme.ssa.cfg import reachable_from
 from isozyme.ssa.dominators import DominatorTree
 from isozyme.ssa.ir import Argument, Block, Constant, Function, Instruction, Phi, Value
@@ -499,9 +500,10 @@ def written_roots(function: Function) -> set[Value] | None:
 
 
 def writers_by_root(function: Function) -> dict[Value, list[Instruction]] | None:
-    """The instructions that write each array root (stores, atomic adds, grows, calls writing their
-    arguments); None as `written_roots` says."""
+    """The instructions that write each array root (stores, atomic adds, grows, calls: the arguments their
+    callee's summary says it may write, `function_attributes.py`); None as `written_roots` says."""
     written: dict[Value, list[Instruction]] = {}
+    summaries: dict[Function, MemoryEffects] | None = None
     for inst in function.instructions():
         if not OP_INFO[inst.op].writes_memory:
             continue
@@ -511,7 +513,12 @@ def writers_by_root(function: Function) -> dict[Value, list[Instruction]] | None
                 continue
             if not effects.writes_only_arguments:
                 return None
-            roots = [array_root(array) for array in array_operands(inst)]
+            callee = inst.callee
+            if summaries is None and isinstance(callee, Function) and callee.module is not None:
+                summaries = module_memory_effects(callee.module)
+            summary = summaries.get(callee) if summaries is not None else None  # type: ignore[arg-type]
+            roots = [array_root(array) for position, array in enumerate(inst.operands)
+                     if array.type.is_array and (summary is None or position in summary.writes)]
         else:
             roots = [array_root(inst.operands[0 if inst.op is Op.GROW else 1])]
         if None in roots:

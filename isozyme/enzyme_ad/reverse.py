@@ -57,6 +57,8 @@ from isozyme.enzyme_ad.custom import (
     check_custom_call,
     custom_rule,
     reverse_function,
+    slab_size,
+    snapshot_slabs,
     split_snapshots,
 )
 from isozyme.enzyme_ad.errors import DifferentiationError, unsupported
@@ -405,22 +407,26 @@ class _ReverseSynthesis:
         callee: Function = call.callee  # type: ignore[assignment]
         module = self.function.module
         assert module is not None and call.block is not None
-        augmented = augmented_function(module, callee, snapshots)
-        reverse = reverse_function(module, callee, rule, snapshots)
+        slabs = snapshot_slabs(callee, snapshots)
+        augmented = augmented_function(module, callee, snapshots, slabs)
+        reverse = reverse_function(module, callee, rule, snapshots, slabs)
         pointer = self.primal.stack_pointer(call.block)
         entry = self.primal.entry_start_builder()
         tapes = [entry.alloc(call.operands[p].type.element, STACK_CAPACITY, growable=True,  # type: ignore[attr-defined]
                              name=f"tape.{callee.args[p].name or p}") for p in snapshots]
         loops = loops_around(self.nest, call.block)
-        for tape, position in zip(tapes, snapshots):  # for show_cache: a slice of the whole array per run
+        for tape, position in zip(tapes, snapshots):  # for show_cache: a slice of the array per run
             array = call.operands[position]
+            what = "a slab of " if position in slabs else ""
             self.primal.tapes[tape] = Tape(array, tape, loops, [],
-                                           f"size({array.name or 'array'}) per run of {call.block.name} (grows)",
+                                           f"size({what}{array.name or 'array'}) per run of {call.block.name} (grows)",
                                            pointer, call.loc)
         forward = Builder(loc=call.loc).before(call)
         run = forward.load(pointer, 0)
         for tape, position in zip(tapes, snapshots):
-            forward.grow(tape, forward.imul(forward.iadd(run, 1), array_size(forward, call.operands[position])))
+            array = call.operands[position]
+            size = slab_size(forward, array) if position in slabs else array_size(forward, array)
+            forward.grow(tape, forward.imul(forward.iadd(run, 1), size))
         replacement = forward.call(augmented, *call.operands, *tapes, run, name=call.name)
         call.replace_all_uses_with(replacement)
         call.erase()

@@ -31,7 +31,9 @@ the slice is allocated at each execution of its alloc, as any alloc in a loop th
 (`memory_reuse.py`): slower, and on LLVM held until the call returns, but the same result.
 
 Runs after fusion, on derivatives (`enzyme_ad/gradient.py`), before `sink-allocs`. Requires verified SSA and
-reducible control flow (it does nothing otherwise); keeps the SSA valid.
+reducible control flow (it does nothing otherwise); keeps the SSA valid. Loops with several latches (O2's
+simplify-cfg folds empty latches away) get a single one first, as for fusion, so that their trip counts
+are known.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from __future__ import annotations
 import functools
 
 from isozyme.optimize.fusion_dependence import accesses_element_of, affine_form, counts_iterations, indices_of
+from isozyme.optimize.loop_canonicalization import insert_preheaders_and_latches
 from isozyme.ssa.dominators import DominatorTree
 from isozyme.ssa.flags import ACCESS_OPS, GROWABLE, PARALLEL
 from isozyme.ssa.ir import Block, Function, Instruction, Value
@@ -58,8 +61,11 @@ def privatize_arrays(function: Function) -> bool:
     tree = DominatorTree(function)
     if has_irreducible_control_flow(function, tree):
         return False
-    nest = LoopNest(function, tree)
     changed = False
+    if any(len(loop.latches) > 1 for loop in LoopNest(function, tree)):  # their trip counts, as for fusion
+        changed = insert_preheaders_and_latches(function)
+        tree = DominatorTree(function)
+    nest = LoopNest(function, tree)
     for alloc in [inst for inst in function.instructions() if inst.op is Op.ALLOC]:
         found = _contraction(alloc, nest, tree)
         if found is not None:

@@ -39,12 +39,12 @@ class Unevaluated(Exception):
 
 def argument_values(function: Function, sizes: Mapping[str, ArgumentValue] | Sequence[ArgumentValue] | None
                      ) -> dict[Argument, ArgumentValue]:
-    """`sizes` keyed by argument: a mapping by name, or values in parameter order."""
+    """`sizes` keyed by argument: a mapping by name, or values in parameter order (None: not given)."""
     if sizes is None:
         return {}
     if isinstance(sizes, Mapping):
         return {arg: sizes[arg.name] for arg in function.args if arg.name in sizes}
-    return dict(zip(function.args, sizes))
+    return {arg: size for arg, size in zip(function.args, sizes) if size is not None}
 
 
 def _shape(arg: Argument, given: ArgumentValue) -> tuple[int, ...]:

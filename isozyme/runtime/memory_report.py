@@ -25,9 +25,11 @@ from isozyme.enzyme_ad.activity import ArgActivity
 from isozyme.enzyme_ad.custom import clone_function
 from isozyme.enzyme_ad.gradient import OPT_MODES
 from isozyme.optimize.memory_extents import ArgumentValue
+from isozyme.optimize.memory_peak import memory_frame
 from isozyme.optimize.memory_reuse import plan_memory
 from isozyme.runtime.compiled_derivatives import differentiate, parse_activity
 from isozyme.runtime.kernel import DEFAULT_PIPELINE, Kernel
+from isozyme.runtime.thread_pool import get_num_threads
 from isozyme.ssa.ir import Function, Module
 
 PRIMAL_PIPELINES = {"post": DEFAULT_PIPELINE, "pre": DEFAULT_PIPELINE, "none": "O0"}
@@ -69,10 +71,19 @@ def show_memory(kernel: Kernel, activity: Sequence[str | ArgActivity] | None = N
     if not isinstance(kernel, Kernel):
         raise TypeError(f"show_memory needs an @iz.kernel, got {type(kernel).__name__}")
     function, emitted = _entry_function(kernel, activity, opt)
-    table = plan_memory(function, _entry_sizes(function, sizes_or_args) if sizes_or_args else None).format()
-    if emitted is None:
-        return table
-    naive = plan_memory(emitted, _entry_sizes(emitted, sizes_or_args) if sizes_or_args else None)
-    header, rest = table.split("\n", 1)
-    return (f"{header}\n; as AD emitted it (before the optimizations after AD): {len(naive.buffers)} buffer(s), "
-            f"requested {naive.requested} B\n{rest}")
+    sizes = _entry_sizes(function, sizes_or_args) if sizes_or_args else None
+    frame = memory_frame(function, sizes)
+    header, rest = frame.plan.format().split("\n", 1)
+    lines = [header]
+    if emitted is not None:
+        naive = plan_memory(emitted, _entry_sizes(emitted, sizes_or_args) if sizes_or_args else None)
+        lines.append(f"; as AD emitted it (before the optimizations after AD): {len(naive.buffers)} buffer(s), "
+                     f"requested {naive.requested} B")
+    threads = get_num_threads()
+    lines.append(f"; peak with {threads} thread(s): {frame.peak(threads)} B"
+                 + ("" if frame.exact else " at least (some sizes are not known)")
+                 + ": the arena, a copy of the per-work-item arrays per thread, growable arrays at their final "
+                 "size, and the largest peak of a call")
+    if frame.calls or frame.growable:
+        lines += [f";   {line}" for line in frame.lines(threads)]
+    return "\n".join([*lines, rest])

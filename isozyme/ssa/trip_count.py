@@ -34,6 +34,7 @@ puts in front of a loop that may run zero times.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from isozyme.ssa.builder import Builder
@@ -247,6 +248,12 @@ class TripCount:
             return None
         return count.value if isinstance(count, Constant) else None  # type: ignore[return-value]
 
+    def evaluate(self, value_of: Callable[[Value], int]) -> int:
+        """The trip count, with `value_of` giving the values of the bound, start and step that are not
+        constants (it raises what it raises for a value it does not know)."""
+        count = self._count(_EvaluatingArithmetic(value_of))
+        return count.value  # type: ignore[return-value]
+
     def emit(self, builder: Builder) -> Value:
         """The trip count as an i64 value, emitting at `builder` what is not already a value."""
         count = self._count(IntegerArithmetic(builder))
@@ -308,6 +315,17 @@ class IntegerArithmetic:
         if self.builder is None:
             raise _NeedsCode
         return self.builder.emit(op, a, b)
+
+
+class _EvaluatingArithmetic:
+    """i64 arithmetic on the values a function gives (`TripCount.evaluate`)."""
+
+    def __init__(self, value_of: Callable[[Value], int]) -> None:
+        self.value_of = value_of
+
+    def __call__(self, op: Op, a: Value, b: Value) -> Value:
+        operands = [x.value if isinstance(x, Constant) else self.value_of(x) for x in (a, b)]
+        return _i64(evaluate(op, I64, operands))  # type: ignore[arg-type]
 
 
 def analyze_trip_count(loop: Loop) -> TripCount | UnknownTripCount:
