@@ -16,6 +16,9 @@ turns anyway):
 - `isozyme reassoc` (`reassoc`): the same kernel built with `fastmath=("reassoc",)`;
 - `isozyme reassoc+contract` (`contract`): with `fastmath=("reassoc", "contract")`, which also lets LLVM fuse
   a product and a sum into one FMA (as XLA and PyTorch's CPU kernels do);
+- `isozyme checkpointed reassoc+contract` (`checkpoint`): `transformer_loss_checkpointed`, each layer a
+  split-mode call whose reverse runs the layer's forward again (the example's docstring, "Checkpointing"),
+  with the same flags;
 - `torch eager`: `examples/transformer.py`'s `torch_loss`, `backward`, `torch.optim.Adam`, on
   `--threads` threads (`torch.set_num_threads`);
 - `torch.compile`: the same with `torch.compile(torch_loss)` (the backward compiled with it by AOTAutograd;
@@ -29,10 +32,13 @@ Time per step: the median over the steps after the first (which compiles), `perf
 step (on CUDA, after a synchronize). Checks, outside the timed region: every variant's loss curve (all the
 steps) against torch eager's, max-norm relative, within 1e-9 (the same math rounded in another order);
 a mismatch, or a variant that fails, marks the row MISMATCH, and the script exits with status 1 after
-printing and writing everything. Memory: `iz.show_memory` of the gradient (`diffe_transformer_loss`) at
-the row's sizes: what isozyme's plan uses (the arena, plus one copy per thread of the arrays allocated in a
-`prange` loop, which a task allocates once) against the naive allocation, every local array and tape of the
-gradient as AD emitted it its own block, and whether that is at most 30% (the issue's goal).
+printing and writing everything. Memory: the peak of the gradient's local memory by `iz.show_memory` at
+the row's sizes, for `transformer_loss` and for `transformer_loss_checkpointed` (the arena, a copy per
+thread of the arrays allocated in a `prange` loop, which a task allocates once, the growable tapes at their
+final size, and the largest peak among the calls the gradient makes: the checkpointed blocks' forward,
+their reverses with the restored slab and the `diffe_` of each block), each against the naive allocation of
+`transformer_loss`'s gradient (every local array and tape as AD emitted it, its own block), and whether
+that is at most 30% (the issue's goal).
 """
 
 from __future__ import annotations
@@ -61,12 +67,14 @@ QUICK = dict(vocab=16, d_model=16, heads=2, hidden=32, seq=8, batch=2)
 
 def loss_kernels(variants: list[str]) -> dict[str, iz.Kernel]:
     """isozyme's variants by name: the example's kernel, and the same built with fast-math flags."""
-    from transformer import transformer_loss
+    from transformer import transformer_loss, transformer_loss_checkpointed
 
+    fast = ("reassoc", "contract")
     kernels = {"strict": ("isozyme", transformer_loss),
                "reassoc": ("isozyme reassoc", iz.kernel(fastmath=("reassoc",))(transformer_loss.py_func)),
-               "contract": ("isozyme reassoc+contract",
-                            iz.kernel(fastmath=("reassoc", "contract"))(transformer_loss.py_func))}
+               "contract": ("isozyme reassoc+contract", iz.kernel(fastmath=fast)(transformer_loss.py_func)),
+               "checkpoint": ("isozyme checkpointed reassoc+contract",
+                              iz.kernel(fastmath=fast)(transformer_loss_checkpointed.py_func))}
     return dict(kernels[variant] for variant in variants)
 
 
@@ -112,9 +120,11 @@ def runners(config, batches, kernels: dict[str, iz.Kernel], backend: str) -> lis
     return made
 
 
-def memory(config, kernel: iz.Kernel, threads: int) -> dict[str, object]:
-    """The plan of the gradient's local arrays and tapes at the config's sizes (`iz.show_memory`): what it
-    uses (the arena, and one copy of the per-work-item arrays per thread) against what AD asked for."""
+def memory(config, kernel: iz.Kernel, naive: int | None = None) -> dict[str, object]:
+    """The peak of the gradient's local memory at the config's sizes (`iz.show_memory`: the arena, a copy of
+    the per-work-item arrays per thread, growable tapes, and the largest peak of a call) against the naive
+    allocation (every local array and tape of the gradient as AD emitted it, its own block; `naive`: that
+    of another kernel of the same model, for the checkpointed one)."""
     from transformer import PARAMETER_NAMES
 
     sizes = {"tokens": (config.batch, config.seq), "targets": (config.batch, config.seq), "heads": config.heads,
@@ -122,13 +132,12 @@ def memory(config, kernel: iz.Kernel, threads: int) -> dict[str, object]:
     table = iz.show_memory(kernel, activity=("const",) * 4 + ("dup",) * len(PARAMETER_NAMES), **sizes)
     header = [line for line in table.splitlines() if line.startswith(";")]
     emitted = _figure(r"as AD emitted it .*requested (\d+) B", header)
-    requested, arena = _figure(r"^; requested (\d+) B", header), _figure(r"used (\d+) B in", header)
-    copy = _figure(r"per work item: (\d+) B a copy", header, missing=0)
-    used = arena + threads * copy
-    ratio = used / emitted if emitted else 0.0
-    return {"emitted_requested_bytes": emitted, "requested_bytes": requested, "arena_bytes": arena,
-            "per_work_item_copy_bytes": copy, "threads": threads, "used_bytes": used, "used_over_emitted": ratio,
-            "goal": MEMORY_GOAL, "meets_goal": ratio <= MEMORY_GOAL, "header": header}
+    peak = _figure(r"^; peak with \d+ thread\(s\): (\d+) B:", header)  # ": at least" when a size is unknown
+    naive = emitted if naive is None else naive
+    ratio = peak / naive if naive else 0.0
+    return {"emitted_requested_bytes": emitted, "naive_bytes": naive, "peak_bytes": peak,
+            "threads": iz.get_num_threads(), "peak_over_naive": ratio, "goal": MEMORY_GOAL,
+            "meets_goal": ratio <= MEMORY_GOAL, "header": header}
 
 
 def _figure(pattern: str, header: list[str], missing: int | None = None) -> int:
@@ -175,7 +184,10 @@ def measure(layers: int, steps: int, sizes: dict[str, int], kernels: dict[str, i
             entry["speedup_over_torch_compile"] = compiled / entry["seconds_median"]
     row = {"layers": layers, "config": vars(config), "steps": steps, "variants": variants,
            "check": {"passed": all(v["check"]["passed"] for v in variants.values())}}
-    row["memory"] = memory(config, next(iter(kernels.values())), iz.get_num_threads())
+    from transformer import transformer_loss, transformer_loss_checkpointed
+
+    row["memory"] = memory(config, transformer_loss)
+    row["memory_checkpointed"] = memory(config, transformer_loss_checkpointed, row["memory"]["naive_bytes"])
     return row
 
 
@@ -191,10 +203,11 @@ def print_row(row: dict) -> None:
               + f"  loss curve vs eager {entry['loss_curve_relative_error']:.1e}"
               + ("" if entry["check"]["passed"] else f"  {MISMATCH}")
               + (f"  {entry['error']}" if entry["error"] else ""))
-    m = row["memory"]
-    print(f"  memory of the gradient's plan: {m['used_bytes'] / 2**20:.2f} MiB used (the arena, and a copy of "
-          f"the per-work-item arrays per thread) of {m['emitted_requested_bytes'] / 2**20:.2f} MiB that AD "
-          f"asked for ({100 * m['used_over_emitted']:.1f}%, goal <= {100 * MEMORY_GOAL:.0f}%)")
+    for key, what in (("memory", "every layer's activations kept"), ("memory_checkpointed", "checkpointed")):
+        m = row[key]
+        print(f"  gradient's peak memory, {what}: {m['peak_bytes'] / 2**20:.2f} MiB of the naive "
+              f"{m['naive_bytes'] / 2**20:.2f} MiB ({100 * m['peak_over_naive']:.1f}%, goal <= "
+              f"{100 * MEMORY_GOAL:.0f}%)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -203,8 +216,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
     parser.add_argument("--backend", choices=("llvm", "opencl"), default="llvm")
-    parser.add_argument("--variants", default="strict,reassoc,contract",
-                        help="isozyme's: strict, reassoc, contract (the last two llvm only)")
+    parser.add_argument("--variants", default="strict,reassoc,contract,checkpoint",
+                        help="isozyme's: strict, reassoc, contract, checkpoint (the last three llvm only)")
     parser.add_argument("--quick", action="store_true", help="a tiny model, at most 2 layers and 5 steps")
     parser.add_argument("--interleave", action="store_true", help="variants take turns step by step")
     parser.add_argument("--json", metavar="FILE")
@@ -213,9 +226,9 @@ def main(argv: list[str] | None = None) -> int:
 
     depths = [int(depth) for depth in options.depths.split(",")]
     variants = [v for v in options.variants.split(",")
-                if v and not (options.backend == "opencl" and v in ("reassoc", "contract"))]
-    if any(v not in ("strict", "reassoc", "contract") for v in variants) or not variants:
-        parser.error(f"--variants must name some of strict, reassoc and contract, got {options.variants!r}")
+                if v and not (options.backend == "opencl" and v in ("reassoc", "contract", "checkpoint"))]
+    if any(v not in ("strict", "reassoc", "contract", "checkpoint") for v in variants) or not variants:
+        parser.error(f"--variants must name some of strict, reassoc, contract and checkpoint, got {options.variants!r}")
     steps, sizes = (min(options.steps, 5), QUICK) if options.quick else (options.steps, FULL)
     if options.quick:
         depths = [depth for depth in depths if depth <= 2] or [1]

@@ -42,6 +42,17 @@ isozyme's AD: the reverse pass has nothing to do for it (the maximum is not diff
 of `max`es), and every exponent is below 1, so nothing overflows. A NaN score makes the conversion raise
 (`ValueError`) where PyTorch would return a NaN loss.
 
+**Checkpointing** (what `jax.checkpoint` and `torch.utils.checkpoint` do for a block):
+`transformer_loss_checkpointed` is the same model with each layer two calls, `checkpointed_attention`
+(writes `mid[layer]` from `xs[layer]`) and `checkpointed_mlp` (writes `xs[layer + 1]` from `mid[layer]`),
+kernels declared `inline=False` whose activations are local arrays of the call. Reverse mode differentiates
+each call in split mode (README, "Calls that are not inlined"): the forward pass keeps only the slab the
+block reads (`enzyme_ad/custom.py`: one slab of `xs` or `mid` per call, and nothing of the array it only
+writes), and the reverse pass runs the block's forward again from it, then its reverse, with this block's
+activations and their adjoints only. The gradient holds one block's activations at a time instead of every
+layer's, for one more forward pass per block (`iz.show_memory` gives the peak with the calls' frames;
+`benchmarks/transformer_training.py` measures memory and time of both). The gradients agree to rounding.
+
 `Trainer.step` is one training step: `iz.autodiff` of `transformer_loss` (forward, loss and reverse in one
 compiled call) into the flat gradient, then `adam_step` (an isozyme kernel, `prange` over the parameters)
 updates the parameters and Adam's moments and zeroes the gradient for the next step. Adam is PyTorch's
@@ -77,9 +88,9 @@ def embed(x: Array[f64, 4], tokens: Array[i64, 2], tok_emb: Array[f64, 2], pos_e
 
 
 @iz.kernel
-def layer_norm(out: Array[f64, 4], x: Array[f64, 4], lx: i64, weight: Array[f64, 2], bias: Array[f64, 2],
+def layer_norm(out: Array[f64, 4], lo: i64, x: Array[f64, 4], lx: i64, weight: Array[f64, 2], bias: Array[f64, 2],
                layer: i64):
-    # out[layer, b, s, :] = LayerNorm(x[lx, b, s, :]) with weight[layer, :], bias[layer, :] (biased variance)
+    # out[lo, b, s, :] = LayerNorm(x[lx, b, s, :]) with weight[layer, :], bias[layer, :] (biased variance)
     d = x.shape[3]
     for b in iz.prange(x.shape[1]):
         for s in range(x.shape[2]):
@@ -93,13 +104,13 @@ def layer_norm(out: Array[f64, 4], x: Array[f64, 4], lx: i64, weight: Array[f64,
                 var += t * t
             rstd = 1.0 / iz.sqrt(var / d + LN_EPS)
             for c in range(d):
-                out[layer, b, s, c] = (x[lx, b, s, c] - mean) * rstd * weight[layer, c] + bias[layer, c]
+                out[lo, b, s, c] = (x[lx, b, s, c] - mean) * rstd * weight[layer, c] + bias[layer, c]
 
 
 @iz.kernel
-def dense(out: Array[f64, 4], lo: i64, x: Array[f64, 4], W: Array[f64, 3], bias: Array[f64, 2], layer: i64,
-          residual: Array[f64, 4], with_residual: boolean):
-    # out[lo, b, s, o] = bias[layer, o] + W[layer, o, :] . x[layer, b, s, :] (+ residual[layer, b, s, o]),
+def dense(out: Array[f64, 4], lo: i64, x: Array[f64, 4], lx: i64, W: Array[f64, 3], bias: Array[f64, 2],
+          layer: i64, residual: Array[f64, 4], lr: i64, with_residual: boolean):
+    # out[lo, b, s, o] = bias[layer, o] + W[layer, o, :] . x[lx, b, s, :] (+ residual[lr, b, s, o]),
     # four tokens and two outputs at a time: each weight is loaded once for four products and each input
     # once for two; the reverse pass adds into a weight's adjoint once for four products and into an
     # input's adjoint once for two (those adds, a load and a store each, are the reverse pass's traffic)
@@ -120,10 +131,10 @@ def dense(out: Array[f64, 4], lo: i64, x: Array[f64, 4], W: Array[f64, 3], bias:
                 for i in range(W.shape[2]):
                     w = W[layer, o, i]
                     v = W[layer, o + 1, i]
-                    x0 = x[layer, b, s, i]
-                    x1 = x[layer, b, s + 1, i]
-                    x2 = x[layer, b, s + 2, i]
-                    x3 = x[layer, b, s + 3, i]
+                    x0 = x[lx, b, s, i]
+                    x1 = x[lx, b, s + 1, i]
+                    x2 = x[lx, b, s + 2, i]
+                    x3 = x[lx, b, s + 3, i]
                     a0 += w * x0
                     a1 += w * x1
                     a2 += w * x2
@@ -133,14 +144,14 @@ def dense(out: Array[f64, 4], lo: i64, x: Array[f64, 4], W: Array[f64, 3], bias:
                     c2 += v * x2
                     c3 += v * x3
                 if with_residual:
-                    a0 += residual[layer, b, s, o]
-                    a1 += residual[layer, b, s + 1, o]
-                    a2 += residual[layer, b, s + 2, o]
-                    a3 += residual[layer, b, s + 3, o]
-                    c0 += residual[layer, b, s, o + 1]
-                    c1 += residual[layer, b, s + 1, o + 1]
-                    c2 += residual[layer, b, s + 2, o + 1]
-                    c3 += residual[layer, b, s + 3, o + 1]
+                    a0 += residual[lr, b, s, o]
+                    a1 += residual[lr, b, s + 1, o]
+                    a2 += residual[lr, b, s + 2, o]
+                    a3 += residual[lr, b, s + 3, o]
+                    c0 += residual[lr, b, s, o + 1]
+                    c1 += residual[lr, b, s + 1, o + 1]
+                    c2 += residual[lr, b, s + 2, o + 1]
+                    c3 += residual[lr, b, s + 3, o + 1]
                 out[lo, b, s, o] = a0
                 out[lo, b, s + 1, o] = a1
                 out[lo, b, s + 2, o] = a2
@@ -156,15 +167,15 @@ def dense(out: Array[f64, 4], lo: i64, x: Array[f64, 4], W: Array[f64, 3], bias:
                 a3 = a0
                 for i in range(W.shape[2]):
                     w = W[layer, o, i]
-                    a0 += w * x[layer, b, s, i]
-                    a1 += w * x[layer, b, s + 1, i]
-                    a2 += w * x[layer, b, s + 2, i]
-                    a3 += w * x[layer, b, s + 3, i]
+                    a0 += w * x[lx, b, s, i]
+                    a1 += w * x[lx, b, s + 1, i]
+                    a2 += w * x[lx, b, s + 2, i]
+                    a3 += w * x[lx, b, s + 3, i]
                 if with_residual:
-                    a0 += residual[layer, b, s, o]
-                    a1 += residual[layer, b, s + 1, o]
-                    a2 += residual[layer, b, s + 2, o]
-                    a3 += residual[layer, b, s + 3, o]
+                    a0 += residual[lr, b, s, o]
+                    a1 += residual[lr, b, s + 1, o]
+                    a2 += residual[lr, b, s + 2, o]
+                    a3 += residual[lr, b, s + 3, o]
                 out[lo, b, s, o] = a0
                 out[lo, b, s + 1, o] = a1
                 out[lo, b, s + 2, o] = a2
@@ -173,9 +184,9 @@ def dense(out: Array[f64, 4], lo: i64, x: Array[f64, 4], W: Array[f64, 3], bias:
             for o in range(W.shape[1]):
                 acc = bias[layer, o]
                 for i in range(W.shape[2]):
-                    acc += W[layer, o, i] * x[layer, b, s, i]
+                    acc += W[layer, o, i] * x[lx, b, s, i]
                 if with_residual:
-                    acc += residual[layer, b, s, o]
+                    acc += residual[lr, b, s, o]
                 out[lo, b, s, o] = acc
 
 
@@ -243,6 +254,67 @@ def cross_entropy(logits: Array[f64, 4], targets: Array[i64, 2]) -> f64:
 
 
 @iz.kernel
+def attention_block(xs: Array[f64, 4], layer: i64, mid: Array[f64, 4], lm: i64, a1: Array[f64, 4],
+                    qkv: Array[f64, 4], probs: Array[f64, 4], scores: Array[f64, 4], att: Array[f64, 4], la: i64,
+                    heads: i64, head_dim: i64, ln1_w: Array[f64, 2], ln1_b: Array[f64, 2], attn_w: Array[f64, 3],
+                    attn_b: Array[f64, 2], proj_w: Array[f64, 3], proj_b: Array[f64, 2]):
+    # mid[lm] = xs[layer] + proj(attention(LN1(xs[layer]))), the activations in slab `la` of a1 ... att
+    layer_norm(a1, la, xs, layer, ln1_w, ln1_b, layer)
+    dense(qkv, la, a1, la, attn_w, attn_b, layer, xs, layer, False)
+    causal_attention(att, probs, scores, qkv, la, heads, head_dim)
+    dense(mid, lm, att, la, proj_w, proj_b, layer, xs, layer, True)
+
+
+@iz.kernel
+def mlp_block(xs: Array[f64, 4], layer: i64, mid: Array[f64, 4], lm: i64, a2: Array[f64, 4], pre: Array[f64, 4],
+              act: Array[f64, 4], la: i64, ln2_w: Array[f64, 2], ln2_b: Array[f64, 2], fc1_w: Array[f64, 3],
+              fc1_b: Array[f64, 2], fc2_w: Array[f64, 3], fc2_b: Array[f64, 2]):
+    # xs[layer + 1] = mid[lm] + fc2(gelu(fc1(LN2(mid[lm])))), the activations in slab `la` of a2, pre, act
+    layer_norm(a2, la, mid, lm, ln2_w, ln2_b, layer)
+    dense(pre, la, a2, la, fc1_w, fc1_b, layer, mid, lm, False)  # (no residual: mid, which it reads anyway)
+    gelu(act, pre, la)
+    dense(xs, layer + 1, act, la, fc2_w, fc2_b, layer, mid, lm, True)
+
+
+@iz.kernel(inline=False)
+def checkpointed_attention(xs: Array[f64, 4], layer: i64, mid: Array[f64, 4], heads: i64, head_dim: i64,
+                           ln1_w: Array[f64, 2], ln1_b: Array[f64, 2], attn_w: Array[f64, 3], attn_b: Array[f64, 2],
+                           proj_w: Array[f64, 3], proj_b: Array[f64, 2]):
+    # `attention_block` with its activations local arrays of this call: not inlined, so reverse mode
+    # differentiates the call in split mode (module docstring, "Checkpointing")
+    B, S, d = xs.shape[1], xs.shape[2], xs.shape[3]
+    a1 = iz.empty((1, B, S, d), f64)
+    qkv = iz.empty((1, B, S, 3 * d), f64)
+    probs = iz.empty((1, B, heads * S, S), f64)
+    scores = iz.empty((1, B, heads * S, S), f64)
+    att = iz.empty((1, B, S, d), f64)
+    attention_block(xs, layer, mid, layer, a1, qkv, probs, scores, att, 0, heads, head_dim, ln1_w, ln1_b, attn_w,
+                    attn_b, proj_w, proj_b)
+
+
+@iz.kernel(inline=False)
+def checkpointed_mlp(xs: Array[f64, 4], layer: i64, mid: Array[f64, 4], ln2_w: Array[f64, 2], ln2_b: Array[f64, 2],
+                     fc1_w: Array[f64, 3], fc1_b: Array[f64, 2], fc2_w: Array[f64, 3], fc2_b: Array[f64, 2]):
+    # `mlp_block` with its activations local arrays of this call (as `checkpointed_attention`)
+    B, S, F = xs.shape[1], xs.shape[2], fc1_w.shape[1]
+    a2 = iz.empty((1, B, S, xs.shape[3]), f64)
+    pre = iz.empty((1, B, S, F), f64)
+    act = iz.empty((1, B, S, F), f64)
+    mlp_block(xs, layer, mid, layer, a2, pre, act, 0, ln2_w, ln2_b, fc1_w, fc1_b, fc2_w, fc2_b)
+
+
+@iz.kernel
+def head_loss(xs: Array[f64, 4], L: i64, targets: Array[i64, 2], lnf_w: Array[f64, 2], lnf_b: Array[f64, 2],
+              head_w: Array[f64, 3], head_b: Array[f64, 2]) -> f64:
+    # the final LayerNorm of xs[L], the logits and the mean cross-entropy
+    final = iz.empty((1, xs.shape[1], xs.shape[2], xs.shape[3]), f64)
+    layer_norm(final, 0, xs, L, lnf_w, lnf_b, 0)
+    logits = iz.empty((1, xs.shape[1], xs.shape[2], head_w.shape[1]), f64)
+    dense(logits, 0, final, 0, head_w, head_b, 0, final, 0, False)
+    return cross_entropy(logits, targets)
+
+
+@iz.kernel
 def transformer_loss(tokens: Array[i64, 2], targets: Array[i64, 2], heads: i64, head_dim: i64,
                      tok_emb: Array[f64, 2], pos_emb: Array[f64, 2], ln1_w: Array[f64, 2], ln1_b: Array[f64, 2],
                      attn_w: Array[f64, 3], attn_b: Array[f64, 2], proj_w: Array[f64, 3], proj_b: Array[f64, 2],
@@ -264,19 +336,32 @@ def transformer_loss(tokens: Array[i64, 2], targets: Array[i64, 2], heads: i64, 
     act = iz.empty((L, B, S, F), f64)
     embed(xs, tokens, tok_emb, pos_emb)
     for layer in range(L):
-        layer_norm(a1, xs, layer, ln1_w, ln1_b, layer)
-        dense(qkv, layer, a1, attn_w, attn_b, layer, xs, False)
-        causal_attention(att, probs, scores, qkv, layer, heads, head_dim)
-        dense(mid, layer, att, proj_w, proj_b, layer, xs, True)
-        layer_norm(a2, mid, layer, ln2_w, ln2_b, layer)
-        dense(pre, layer, a2, fc1_w, fc1_b, layer, xs, False)
-        gelu(act, pre, layer)
-        dense(xs, layer + 1, act, fc2_w, fc2_b, layer, mid, True)
-    final = iz.empty((1, B, S, d), f64)
-    layer_norm(final, xs, L, lnf_w, lnf_b, 0)
-    logits = iz.empty((1, B, S, head_w.shape[1]), f64)
-    dense(logits, 0, final, head_w, head_b, 0, final, False)
-    return cross_entropy(logits, targets)
+        attention_block(xs, layer, mid, layer, a1, qkv, probs, scores, att, layer, heads, head_dim, ln1_w, ln1_b,
+                        attn_w, attn_b, proj_w, proj_b)
+        mlp_block(xs, layer, mid, layer, a2, pre, act, layer, ln2_w, ln2_b, fc1_w, fc1_b, fc2_w, fc2_b)
+    return head_loss(xs, L, targets, lnf_w, lnf_b, head_w, head_b)
+
+
+@iz.kernel
+def transformer_loss_checkpointed(tokens: Array[i64, 2], targets: Array[i64, 2], heads: i64, head_dim: i64,
+                                  tok_emb: Array[f64, 2], pos_emb: Array[f64, 2], ln1_w: Array[f64, 2],
+                                  ln1_b: Array[f64, 2], attn_w: Array[f64, 3], attn_b: Array[f64, 2],
+                                  proj_w: Array[f64, 3], proj_b: Array[f64, 2], ln2_w: Array[f64, 2],
+                                  ln2_b: Array[f64, 2], fc1_w: Array[f64, 3], fc1_b: Array[f64, 2],
+                                  fc2_w: Array[f64, 3], fc2_b: Array[f64, 2], lnf_w: Array[f64, 2],
+                                  lnf_b: Array[f64, 2], head_w: Array[f64, 3], head_b: Array[f64, 2]) -> f64:
+    """`transformer_loss` with each layer two calls, `checkpointed_attention` and `checkpointed_mlp` (module
+    docstring, "Checkpointing")."""
+    B, S = tokens.shape[0], tokens.shape[1]
+    d, L = tok_emb.shape[1], attn_w.shape[0]
+    assert heads * head_dim == d, "heads * head_dim must equal d_model"
+    xs = iz.empty((L + 1, B, S, d), f64)
+    mid = iz.empty((L, B, S, d), f64)  # the residual stream between the attention and the MLP
+    embed(xs, tokens, tok_emb, pos_emb)
+    for layer in range(L):
+        checkpointed_attention(xs, layer, mid, heads, head_dim, ln1_w, ln1_b, attn_w, attn_b, proj_w, proj_b)
+        checkpointed_mlp(xs, layer, mid, ln2_w, ln2_b, fc1_w, fc1_b, fc2_w, fc2_b)
+    return head_loss(xs, L, targets, lnf_w, lnf_b, head_w, head_b)
 
 
 @iz.kernel
@@ -427,7 +512,7 @@ DEFAULT_ADAM = Adam()
 class Trainer:
     """Training by isozyme: the gradient of `transformer_loss` by `iz.autodiff` into one flat gradient, and
     `adam_step` (or `sgd_step` with `sgd=True`). `loss_kernel` may be `transformer_loss` built with other
-    options (`iz.kernel(fastmath=("reassoc",))(transformer_loss.py_func)`)."""
+    options (`iz.kernel(fastmath=("reassoc",))(transformer_loss.py_func)`), or `transformer_loss_checkpointed`."""
 
     def __init__(self, params: Parameters, adam: Adam = DEFAULT_ADAM, sgd: bool = False, backend: str | None = None,
                  loss_kernel: iz.Kernel | None = None) -> None:

@@ -358,6 +358,10 @@ def test_show_cache_gives_a_slab_per_run_and_no_tape_of_arrays_nothing_writes() 
     assert len(tapes) == 1 and tapes[0].startswith("%xs ") and "size(a slab of xs) per run of" in tapes[0], text
     grad = iz.show_ir(stacked_layers, stage="grad-opt", activity=("dup", "dup", "const"))
     assert "func @augmented_layer_step.0s(" in grad and "func @reverse_layer_step.0s(" in grad
+    text = iz.show_cache(calls_a_writer, ("dup", "dup"))  # out: written by the helper, never read by it
+    tapes = [line for line in text.splitlines() if "per run of" in line]
+    assert sorted(line.split()[0] for line in tapes) == ["%out", "%out", "%x", "%x"], text
+    assert all("size(nothing of out)" in line for line in tapes if line.startswith("%out ")), text
 
 
 # --- custom forward rules (`kernel.defjvp(rule)`) ---------------------------------------------------------

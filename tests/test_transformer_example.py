@@ -7,9 +7,13 @@ heads): the gradient's compile dominates the time."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from example_modules import load_example
+
+import isozyme as iz
 
 torch = pytest.importorskip("torch")
 
@@ -74,6 +78,33 @@ def test_gradient_matches_torch_and_finite_differences(start: tuple) -> None:
             estimate = (torch_value(up) - torch_value(down)) / (2 * h)
             got = trainer.grad.flat[offset + k]
             assert abs(got - estimate) <= 1e-6 * max(abs(estimate), 1e-3), (name, k, got, estimate)
+
+
+def test_the_checkpointed_loss_has_the_gradient_of_torch_in_less_memory(start: tuple) -> None:
+    """Each layer two split-mode calls (the reverse pass runs each block again from a slab): the same
+    loss and gradient as PyTorch's autograd, and a smaller peak than the gradient that keeps every layer's
+    activations (`iz.show_memory`, at the test's sizes)."""
+    params, batches = start
+    batch = batches[1]
+    trainer = transformer.Trainer(params.copy(), loss_kernel=transformer.transformer_loss_checkpointed)
+    loss = trainer.gradient(batch)
+    tensors = {name: torch.tensor(view, requires_grad=True) for name, view in params.views.items()}
+    expected = transformer.torch_loss(tensors, torch.from_numpy(batch.tokens), torch.from_numpy(batch.targets),
+                                      CONFIG.heads)
+    expected.backward()
+    assert abs(loss - expected.item()) <= RTOL * abs(expected.item())
+    for name, view in trainer.grad.views.items():
+        assert relative(view, tensors[name].grad.numpy()) < 1e-10, name
+    sizes = {"tokens": (CONFIG.batch, CONFIG.seq), "targets": (CONFIG.batch, CONFIG.seq), "heads": CONFIG.heads,
+             "head_dim": CONFIG.head_dim, **dict(zip(transformer.PARAMETER_NAMES, CONFIG.shapes().values()))}
+    activity = ("const",) * 4 + ("dup",) * len(transformer.PARAMETER_NAMES)
+
+    def peak(kernel: object) -> int:
+        text = iz.show_memory(kernel, activity=activity, **sizes)
+        found = re.search(r"; peak with \d+ thread\(s\): (\d+) B:", text)  # exact: every size is known
+        assert found is not None, text
+        return int(found.group(1))
+    assert peak(transformer.transformer_loss_checkpointed) < peak(transformer.transformer_loss)
 
 
 def test_adam_kernel_matches_torch() -> None:

@@ -48,9 +48,10 @@ per call, what the recomputation needs taped (`split_snapshots`):
   The tape is indexed like a stack tape (`cache.py`): it works in loops of unknown trip count too.
 
 An array that g reads in one slab only (every load of it, and every atomic add, indexes axis 0 by one
-integer parameter of g plus a constant, and g passes it to no call: the residual stream `xs[layer]` of a
-transformer layer that writes `xs[layer + 1]`) has only that slab taped and restored (`read_slab`); the
-rest of the copy is never read by the recomputation, which may write it.
+integer parameter of g plus a constant, in g and in the kernels g passes it to: the residual stream
+`xs[layer]` of a transformer layer that writes `xs[layer + 1]`) has only that slab taped and restored
+(`read_slab`), and one that g writes but never reads has nothing taped; the rest of the copy is never read
+by the recomputation, which may write it.
 
 The tape of a split call is what g may overwrite, not every value g's reverse needs (those g recomputes):
 Enzyme's recompute-versus-cache trade, taken at the call boundary. `reverse_<g>` and `diffe_<g>` stay calls
@@ -151,13 +152,20 @@ Slab = tuple[int, int]
 """(position of an i64 parameter p of g, constant c): g reads its array only at `[p + c, ...]`."""
 
 
+NOT_READ: Slab = (-1, 0)
+"""The slab of an array the function writes but never reads: none (nothing is taped; the copy that the
+recomputation writes starts undefined)."""
+
+
 def read_slab(param: Argument) -> Slab | None:
     """The slab of `param` (an array parameter of its function) that the function reads (module
-    docstring), or None: when a read (a load or an atomic add of it) indexes axis 0 otherwise, or it is
-    used but through stores, dims and calls that pass it on (whose callees' reads count, mapped back
-    through the call's arguments), or it is not read at all."""
+    docstring), `NOT_READ` when it reads none, or None: when a read (a load or an atomic add of it) indexes
+    axis 0 otherwise, or it is used but through stores, dims and calls that pass it on (whose callees'
+    reads count, mapped back through the call's arguments), or reads are in several slabs."""
     slabs = _read_slabs(param, 0)
-    return next(iter(slabs)) if slabs is not None and len(slabs) == 1 else None
+    if slabs is None or len(slabs) > 1:
+        return None
+    return next(iter(slabs)) if slabs else NOT_READ
 
 
 def _read_slabs(param: Argument, depth: int) -> set[Slab] | None:
@@ -299,6 +307,8 @@ def _slab_index(builder: Builder, params: list[Value], slab: Slab | None) -> Val
     if slab is None:
         return None
     position, constant = slab
+    if slab == NOT_READ:
+        return Constant(I64, -1)  # out of bounds: `_copy` copies nothing
     return builder.iadd(params[position], Constant(I64, constant)) if constant else params[position]
 
 
@@ -337,8 +347,10 @@ def array_size(builder: Builder, array: Value) -> Value:
     return size
 
 
-def slab_size(builder: Builder, array: Value) -> Value:
-    """The number of elements of `array[i, ...]`."""
+def slab_size(builder: Builder, array: Value, slab: Slab | None = None) -> Value:
+    """The number of elements of `array[i, ...]` (0 for `NOT_READ`: a tape of nothing)."""
+    if slab == NOT_READ:
+        return Constant(I64, 0)
     size: Value = Constant(I64, 1)
     for axis in range(1, array.type.rank):  # type: ignore[attr-defined]
         size = builder.imul(size, builder.dim(array, axis))

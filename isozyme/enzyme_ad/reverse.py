@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 from isozyme.enzyme_ad.activity import Activity, ArgActivity
 from isozyme.enzyme_ad.cache import STACK_CAPACITY, PrimalValues, Tape
 from isozyme.enzyme_ad.custom import (
+    NOT_READ,
     SPLIT_RULE,
     array_size,
     augmented_function,
@@ -417,7 +418,7 @@ class _ReverseSynthesis:
         loops = loops_around(self.nest, call.block)
         for tape, position in zip(tapes, snapshots):  # for show_cache: a slice of the array per run
             array = call.operands[position]
-            what = "a slab of " if position in slabs else ""
+            what = "nothing of " if slabs.get(position) == NOT_READ else "a slab of " if position in slabs else ""
             self.primal.tapes[tape] = Tape(array, tape, loops, [],
                                            f"size({what}{array.name or 'array'}) per run of {call.block.name} (grows)",
                                            pointer, call.loc)
@@ -425,7 +426,7 @@ class _ReverseSynthesis:
         run = forward.load(pointer, 0)
         for tape, position in zip(tapes, snapshots):
             array = call.operands[position]
-            size = slab_size(forward, array) if position in slabs else array_size(forward, array)
+            size = slab_size(forward, array, slabs[position]) if position in slabs else array_size(forward, array)
             forward.grow(tape, forward.imul(forward.iadd(run, 1), size))
         replacement = forward.call(augmented, *call.operands, *tapes, run, name=call.name)
         call.replace_all_uses_with(replacement)

@@ -12,10 +12,10 @@ local arrays, and `reverse_<g>` in the reverse, which holds the restored copies 
 
 Sizes flow into a callee from the call: the shape of an array argument (a given argument's, or a local
 array's extents), the value of a scalar argument when it is known at the start (`memory_extents.py`). A
-growable array's final size is known when each `grow` of it asks for `(r + 1) * n` elements with n known at
-the start (one slice per run, as split mode grows its tapes) and every loop around the grow is counted with
-a trip count known at the start: n times those trip counts. What is not known is left out and makes the
-peak a lower bound (`exact` is False, and the lines say so).
+growable array's final size is known when each `grow` of it asks for a size known at the start, or for
+`(r + 1) * n` elements with n known at the start (one slice per run, as split mode grows its tapes) and
+every loop around the grow counted with a trip count known at the start: n times those trip counts. What
+is not known is left out and makes the peak a lower bound (`exact` is False, and the lines say so).
 """
 
 from __future__ import annotations
@@ -145,6 +145,10 @@ def _final_bytes(alloc: Instruction, evaluator: ExtentEvaluator, nest: LoopNest)
     itemsize = alloc.type.element.numpy_dtype.itemsize  # type: ignore[attr-defined]
     largest = 0
     for grow in grows:
+        total = _value(grow.operands[1], evaluator)  # a size known at the start (a tape of nothing: 0)
+        if total is not None:
+            largest = max(largest, int(total) * itemsize)
+            continue
         per_run = _per_run(grow.operands[1])
         count = None if per_run is None else _value(per_run, evaluator)
         if count is None:
