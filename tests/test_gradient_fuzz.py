@@ -453,6 +453,28 @@ def entry(out: Array[f64], x: Array[f64], y: Array[f64], idx: Array[i64], n: i64
     for i in range(n):
         out[i] = out[i] * out[(i + 1) % n]
 """, "counters-of-a-fused-loop-used-after-it"),
+    _regression("""\
+import isozyme as iz
+from isozyme import Array, f64, i64
+
+
+@iz.kernel
+def entry(out: Array[f64], x: Array[f64], n: i64, a: f64):
+    s0 = 0.0
+    v1 = iz.empty(n, f64)
+    for j2 in range(n):
+        v1[j2] = iz.tanh(float(j2))
+    for k3 in range(n):
+        for w4 in range(n):
+            if iz.sin(iz.tanh(s0)) > 0.5:
+                break
+            out[k3] += v1[n - 1 - k3] * iz.sqrt(1.0 + out[k3] * out[k3])
+    for i5 in range(n):
+        t6 = out[i5] * v1[i5]
+    t9 = iz.tanh(out[0]) * out[n - 1 - 0]
+    for i in range(n):
+        out[i] = out[i] * out[i]
+""", "a-value-before-a-fused-loop-used-after-it"),
 ]
 """Minimal kernels of the bugs the fuzzer found, checked as a generated program is (arguments of seed 0).
 The first three are UNDOMINATED_ALLOC, found while it was open (then xfail(strict) here) and fixed since.
@@ -460,7 +482,9 @@ The last: the cache planner reloaded `out[0]` in the reverse pass, taking it for
 because the split call that writes `out` had been replaced by its augmented call (opt="pre"). The
 fifth: with opt="pre", AD's counters of the second loop's iterations and branches are phis of its header,
 used by the reverse pass after it; loop fusion put them in the first loop's header, which the guard
-before the first loop skips (LLVM: "Instruction does not dominate all uses!")."""
+before the first loop skips (LLVM: "Instruction does not dominate all uses!"). The sixth: likewise for
+`n - 1` in the second loop's preheader, which fusion hoisted into the first loop's preheader, used by the
+reverse pass after the second loop (found by the long profile on the H100, 2026-11-27)."""
 
 
 @pytest.mark.parametrize("source", REGRESSIONS)

@@ -400,10 +400,14 @@ def _hoistable(pair: Pair, body_one: list[Instruction], tree: DominatorTree) -> 
 
 def _skipped_values_agree(pair: Pair, tree: DominatorTree) -> bool:
     """The phis of E2 take one value on all the edges that skip L2 (fused, only E1's edge skips both
-    loops, when L1 can be skipped at all), and that value is there at E1; and when only L1 is guarded, no
-    value of L2 is used after it (AD's counters of a loop's iterations and branches are)."""
+    loops, when L1 can be skipped at all), and that value is there at E1; when only L1 is guarded, no
+    value of L2 is used after it (AD's counters of a loop's iterations and branches are); and when L1 is
+    guarded, no value of the blocks before L2 is used after L2 (with opt="pre", `n - 1` in L2's
+    preheader and in the reverse pass after it)."""
     if pair.skips_one and not pair.skips_two and (pair.two.exit.phis or _used_after(pair.two.loop)):
         return False  # what L2's values are when it runs zero times would have to be worked out
+    if pair.skips_one and _hoisted_used_after(pair):
+        return False  # hoisted into L1's entering block, which the edge that skips L1 skips
     for phi in pair.two.exit.phis:
         values = {phi.incoming_value(block) for block in pair.skips_two}
         if len(values) > 1:
@@ -413,6 +417,14 @@ def _skipped_values_agree(pair: Pair, tree: DominatorTree) -> bool:
                 and not tree.strictly_dominates(value.block, pair.one.exit):  # type: ignore[arg-type]
             return False
     return True
+
+
+def _hoisted_used_after(pair: Pair) -> bool:
+    """Is a value of the blocks between E1 and L2's header (which fusion hoists into L1's entering block)
+    used outside them and L2 (where, L1 guarded, the fused entering block would not dominate the use)?"""
+    region = {*pair.chain_two, *pair.two.loop.blocks}
+    return any(use.user.block not in region for block in pair.chain_two for inst in block.instructions
+               for use in inst.uses)
 
 
 def _used_after(loop: Loop) -> bool:
