@@ -8,6 +8,7 @@ heads): the gradient's compile dominates the time."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import numpy as np
 import pytest
@@ -48,10 +49,8 @@ def test_training_matches_torch(start: tuple, sgd: bool) -> None:
         assert relative(view, theirs.tensors[name].detach().numpy()) < 1e-8, name
 
 
-def test_gradient_matches_torch_and_finite_differences(start: tuple) -> None:
-    params, batches = start
-    batch = batches[0]
-    trainer = transformer.Trainer(params.copy())
+def check_against_autograd(trainer: Any, params: Any, batch: Any) -> None:
+    """The trainer's loss and gradient on `batch` against PyTorch's autograd of `torch_loss`."""
     loss = trainer.gradient(batch)
     tensors = {name: torch.tensor(view, requires_grad=True) for name, view in params.views.items()}
     expected = transformer.torch_loss(tensors, torch.from_numpy(batch.tokens), torch.from_numpy(batch.targets),
@@ -60,6 +59,13 @@ def test_gradient_matches_torch_and_finite_differences(start: tuple) -> None:
     assert abs(loss - expected.item()) <= RTOL * abs(expected.item())
     for name, view in trainer.grad.views.items():
         assert relative(view, tensors[name].grad.numpy()) < 1e-10, name
+
+
+def test_gradient_matches_torch_and_finite_differences(start: tuple) -> None:
+    params, batches = start
+    batch = batches[0]
+    trainer = transformer.Trainer(params.copy())
+    check_against_autograd(trainer, params, batch)
 
     def torch_value(flat: np.ndarray) -> float:
         views = transformer.Parameters(CONFIG, flat).views
@@ -85,16 +91,8 @@ def test_the_checkpointed_loss_has_the_gradient_of_torch_in_less_memory(start: t
     loss and gradient as PyTorch's autograd, and a smaller peak than the gradient that keeps every layer's
     activations (`iz.show_memory`, at the test's sizes)."""
     params, batches = start
-    batch = batches[1]
     trainer = transformer.Trainer(params.copy(), loss_kernel=transformer.transformer_loss_checkpointed)
-    loss = trainer.gradient(batch)
-    tensors = {name: torch.tensor(view, requires_grad=True) for name, view in params.views.items()}
-    expected = transformer.torch_loss(tensors, torch.from_numpy(batch.tokens), torch.from_numpy(batch.targets),
-                                      CONFIG.heads)
-    expected.backward()
-    assert abs(loss - expected.item()) <= RTOL * abs(expected.item())
-    for name, view in trainer.grad.views.items():
-        assert relative(view, tensors[name].grad.numpy()) < 1e-10, name
+    check_against_autograd(trainer, params, batches[1])
     sizes = {"tokens": (CONFIG.batch, CONFIG.seq), "targets": (CONFIG.batch, CONFIG.seq), "heads": CONFIG.heads,
              "head_dim": CONFIG.head_dim, **dict(zip(transformer.PARAMETER_NAMES, CONFIG.shapes().values()))}
     activity = ("const",) * 4 + ("dup",) * len(transformer.PARAMETER_NAMES)
