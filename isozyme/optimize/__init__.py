@@ -6,6 +6,7 @@ Modules in layer order, highest first: a `- ` line starts a layer, the lines und
 that layer, which import each other not at all; each module imports only modules of lower layers
 (`lint-imports` checks it against the contracts in `pyproject.toml`).
 - `pass_manager`: the registry of passes by short name, the pipelines, instrumentation
+  `memory_peak`: the peak of a function's local memory with its calls' frames (`iz.show_memory`)
 - `alloc_sinking`: sink-allocs, each alloc down to where its uses begin
   `array_privatization`: privatize-arrays, an array of which each prange iteration uses its own slice
   allocated in the loop, one slice large
