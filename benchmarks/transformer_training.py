@@ -5,20 +5,20 @@ part 4).
         [--backend llvm|opencl] [--variants strict,reassoc,contract] [--interleave] [--quick] [--json FILE]
 
 The model of `examples/transformer.py` (d_model 64, 4 heads, sequence 64, batch 16, vocabulary 128, MLP
-width 256; `--quick`: a tiny one, 2 layers at most, 5 steps), f64, trained with Adam (lr 1e-3) for
-`--steps` steps at each depth, every variant from the same initial weights on the same batches, one
-variant's steps after the other's (each thread pool, isozyme's and PyTorch's OpenMP, then has the cores to
-itself: pools that take turns step by step wait on each other's spinning threads; `--interleave` takes
-turns anyway):
+width 256, the checkpointed loss on 4 chunks of 4 sequences; `--quick`: a tiny one, 2 layers at most, 5
+steps), f64, trained with Adam (lr 1e-3) for `--steps` steps at each depth, every variant from the same
+initial weights on the same batches, one variant's steps after the other's (each thread pool, isozyme's and
+PyTorch's OpenMP, then has the cores to itself: pools that take turns step by step wait on each other's
+spinning threads; `--interleave` takes turns anyway):
 
 - `isozyme` (`--variants strict`): `transformer_loss` as written (IEEE-strict), its gradient by
   `iz.autodiff` and the update by the `adam_step` kernel, `prange` loops on `--threads` threads;
 - `isozyme reassoc` (`reassoc`): the same kernel built with `fastmath=("reassoc",)`;
 - `isozyme reassoc+contract` (`contract`): with `fastmath=("reassoc", "contract")`, which also lets LLVM fuse
   a product and a sum into one FMA (as XLA and PyTorch's CPU kernels do);
-- `isozyme checkpointed reassoc+contract` (`checkpoint`): `transformer_loss_checkpointed`, each layer a
-  split-mode call whose reverse runs the layer's forward again (the example's docstring, "Checkpointing"),
-  with the same flags;
+- `isozyme checkpointed reassoc+contract` (`checkpoint`): `transformer_loss_checkpointed`, each layer of each
+  chunk of the batch two split-mode calls whose reverse runs the block's forward again, and each chunk's
+  loss one (the example's docstring, "Checkpointing"), with the same flags;
 - `torch eager`: `examples/transformer.py`'s `torch_loss`, `backward`, `torch.optim.Adam`, on
   `--threads` threads (`torch.set_num_threads`);
 - `torch.compile`: the same with `torch.compile(torch_loss)` (the backward compiled with it by AOTAutograd;
@@ -36,9 +36,9 @@ printing and writing everything. Memory: the peak of the gradient's local memory
 the row's sizes, for `transformer_loss` and for `transformer_loss_checkpointed` (the arena, a copy per
 thread of the arrays allocated in a `prange` loop, which a task allocates once, the growable tapes at their
 final size, and the largest peak among the calls the gradient makes: the checkpointed blocks' forward,
-their reverses with the restored slab and the `diffe_` of each block), each against the naive allocation of
-`transformer_loss`'s gradient (every local array and tape as AD emitted it, its own block), and whether
-that is at most 30% (the issue's goal).
+their reverses with the restored slab and the `diffe_` of each block, one chunk's), each against the naive
+allocation of `transformer_loss`'s gradient (every local array and tape as AD emitted it, its own block),
+and whether that is at most 30% (the issue's goal).
 """
 
 from __future__ import annotations
@@ -61,8 +61,8 @@ from isozyme.benchmark_checks import MISMATCH, relative_error  # noqa: E402
 
 TOLERANCE = 1e-9
 MEMORY_GOAL = 0.30
-FULL = dict(vocab=128, d_model=64, heads=4, hidden=256, seq=64, batch=16)
-QUICK = dict(vocab=16, d_model=16, heads=2, hidden=32, seq=8, batch=2)
+FULL = dict(vocab=128, d_model=64, heads=4, hidden=256, seq=64, batch=16, chunks=4)
+QUICK = dict(vocab=16, d_model=16, heads=2, hidden=32, seq=8, batch=2, chunks=2)
 
 
 def loss_kernels(variants: list[str]) -> dict[str, iz.Kernel]:
@@ -125,11 +125,7 @@ def memory(config, kernel: iz.Kernel, naive: int | None = None) -> dict[str, obj
     the per-work-item arrays per thread, growable tapes, and the largest peak of a call) against the naive
     allocation (every local array and tape of the gradient as AD emitted it, its own block; `naive`: that
     of another kernel of the same model, for the checkpointed one)."""
-    from transformer import PARAMETER_NAMES
-
-    sizes = {"tokens": (config.batch, config.seq), "targets": (config.batch, config.seq), "heads": config.heads,
-             "head_dim": config.head_dim, **dict(zip(PARAMETER_NAMES, config.shapes().values()))}
-    table = iz.show_memory(kernel, activity=("const",) * 4 + ("dup",) * len(PARAMETER_NAMES), **sizes)
+    table = config.gradient_memory(kernel)
     header = [line for line in table.splitlines() if line.startswith(";")]
     emitted = _figure(r"as AD emitted it .*requested (\d+) B", header)
     peak = _figure(r"^; peak with \d+ thread\(s\): (\d+) B:", header)  # ": at least" when a size is unknown
@@ -138,6 +134,19 @@ def memory(config, kernel: iz.Kernel, naive: int | None = None) -> dict[str, obj
     return {"emitted_requested_bytes": emitted, "naive_bytes": naive, "peak_bytes": peak,
             "threads": iz.get_num_threads(), "peak_over_naive": ratio, "goal": MEMORY_GOAL,
             "meets_goal": ratio <= MEMORY_GOAL, "header": header}
+
+
+def cpu_model() -> str:
+    """The CPU's model name (`/proc/cpuinfo`; `platform.processor()` where it cannot be read): the ratios
+    against torch differ between machines (README: the EPYC's and the Xeon's runs)."""
+    try:
+        with open("/proc/cpuinfo") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
 
 
 def _figure(pattern: str, header: list[str], missing: int | None = None) -> int:
@@ -244,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     passed = all(row["check"]["passed"] for row in rows)
     if options.json:
         report = {"backend": options.backend, "threads": options.threads, "cpus": len(os.sched_getaffinity(0)),
-                  "machine": platform.machine(), "processor": platform.processor(),
+                  "machine": platform.machine(), "processor": platform.processor(), "cpu": cpu_model(),
                   "python": platform.python_version(), "torch": torch.__version__,
                   "opencl_device": os.environ.get("ISOZYME_OPENCL_DEVICE"),
                   "cuda": torch.cuda.get_device_name() if torch.cuda.is_available() else None,

@@ -43,15 +43,22 @@ of `max`es), and every exponent is below 1, so nothing overflows. A NaN score ma
 (`ValueError`) where PyTorch would return a NaN loss.
 
 **Checkpointing** (what `jax.checkpoint` and `torch.utils.checkpoint` do for a block):
-`transformer_loss_checkpointed` is the same model with each layer two calls, `checkpointed_attention`
-(writes `mid[layer]` from `xs[layer]`) and `checkpointed_mlp` (writes `xs[layer + 1]` from `mid[layer]`),
-kernels declared `inline=False` whose activations are local arrays of the call. Reverse mode differentiates
-each call in split mode (README, "Calls that are not inlined"): the forward pass keeps only the slab the
-block reads (`enzyme_ad/custom.py`: one slab of `xs` or `mid` per call, and nothing of the array it only
-writes), and the reverse pass runs the block's forward again from it, then its reverse, with this block's
-activations and their adjoints only. The gradient holds one block's activations at a time instead of every
-layer's, for one more forward pass per block (`iz.show_memory` gives the peak with the calls' frames;
-`benchmarks/transformer_training.py` measures memory and time of both). The gradients agree to rounding.
+`transformer_loss_checkpointed` is the same model on the batch cut into `chunks` chunks of `chunk`
+sequences (`Config.chunks`), each layer of each chunk two calls, `checkpointed_attention` (writes
+`mid[slot]` from `xs[slot]`) and `checkpointed_mlp` (writes `xs[slot + chunks]` from `mid[slot]`), and each
+chunk's loss a call of `checkpointed_head_loss` (the chunk's sum; the kernel divides the total): kernels
+declared `inline=False` whose activations are local arrays of the call. Reverse mode differentiates each
+call in split mode (README, "Calls that are not inlined"): the forward pass keeps only the slab the block
+reads (`enzyme_ad/custom.py`: one slab of `xs` or `mid` per call, and nothing of the array it only writes),
+and the reverse pass runs the block's forward again from it, then its reverse, with this block's
+activations and their adjoints only. Hence the layout: a slab is a first index, so the chunk is the first
+index of the residual stream (slot `layer * chunks + k` of `xs` and `mid` is chunk k entering that layer),
+and the helpers loop (`prange`) over the chunk's sequences, the second index. The gradient holds one
+chunk's block's activations at a time instead of every layer's, for one more forward pass per block; the
+calls run one after the other (a split-mode call in a `prange` would not run in parallel), so a chunk
+needs a sequence per thread or more to keep every core busy (`iz.show_memory` gives the peak with the
+calls' frames; `benchmarks/transformer_training.py` measures memory and time of both). The gradients
+agree to rounding.
 
 `Trainer.step` is one training step: `iz.autodiff` of `transformer_loss` (forward, loss and reverse in one
 compiled call) into the flat gradient, then `adam_step` (an isozyme kernel, `prange` over the parameters)
@@ -63,6 +70,7 @@ Run it: `python examples/transformer.py` (a small model, 20 steps beside PyTorch
 
 from __future__ import annotations
 
+import inspect
 import math
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -85,6 +93,18 @@ def embed(x: Array[f64, 4], tokens: Array[i64, 2], tok_emb: Array[f64, 2], pos_e
             t = tokens[b, s]
             for c in range(tok_emb.shape[1]):
                 x[0, b, s, c] = tok_emb[t, c] + pos_emb[s, c]
+
+
+@iz.kernel
+def embed_chunk(x: Array[f64, 4], slot: i64, tokens: Array[i64, 2], first: i64, tok_emb: Array[f64, 2],
+                pos_emb: Array[f64, 2]):
+    # x[slot, b, s, :] = tok_emb[tokens[first + b, s], :] + pos_emb[s, :]: the x.shape[1] sequences from
+    # `first` on
+    for b in iz.prange(x.shape[1]):
+        for s in range(x.shape[2]):
+            t = tokens[first + b, s]
+            for c in range(tok_emb.shape[1]):
+                x[slot, b, s, c] = tok_emb[t, c] + pos_emb[s, c]
 
 
 @iz.kernel
@@ -234,8 +254,8 @@ def gelu(act: Array[f64, 4], pre: Array[f64, 4], layer: i64):
 
 
 @iz.kernel
-def cross_entropy(logits: Array[f64, 4], targets: Array[i64, 2]) -> f64:
-    # mean over tokens of logsumexp(logits[0, b, s, :]) - logits[0, b, s, target]
+def cross_entropy_sum(logits: Array[f64, 4], targets: Array[i64, 2], first: i64) -> f64:
+    # sum over tokens of logsumexp(logits[0, b, s, :]) - logits[0, b, s, targets[first + b, s]]
     V = logits.shape[3]
     total = 0.0
     for b in iz.prange(logits.shape[1]):
@@ -248,9 +268,15 @@ def cross_entropy(logits: Array[f64, 4], targets: Array[i64, 2]) -> f64:
             z = 0.0
             for o in range(V):
                 z += iz.exp(logits[0, b, s, o] - shift)
-            row += iz.log(z) + shift - logits[0, b, s, targets[b, s]]
+            row += iz.log(z) + shift - logits[0, b, s, targets[first + b, s]]
         total += row
-    return total / (logits.shape[1] * logits.shape[2])
+    return total
+
+
+@iz.kernel
+def cross_entropy(logits: Array[f64, 4], targets: Array[i64, 2]) -> f64:
+    # mean over tokens of logsumexp(logits[0, b, s, :]) - logits[0, b, s, target]
+    return cross_entropy_sum(logits, targets, 0) / (logits.shape[1] * logits.shape[2])
 
 
 @iz.kernel
@@ -277,30 +303,51 @@ def mlp_block(xs: Array[f64, 4], layer: i64, mid: Array[f64, 4], lm: i64, a2: Ar
 
 
 @iz.kernel(inline=False)
-def checkpointed_attention(xs: Array[f64, 4], layer: i64, mid: Array[f64, 4], heads: i64, head_dim: i64,
+def checkpointed_attention(xs: Array[f64, 4], slot: i64, mid: Array[f64, 4], layer: i64, heads: i64, head_dim: i64,
                            ln1_w: Array[f64, 2], ln1_b: Array[f64, 2], attn_w: Array[f64, 3], attn_b: Array[f64, 2],
                            proj_w: Array[f64, 3], proj_b: Array[f64, 2]):
-    # `attention_block` with its activations local arrays of this call: not inlined, so reverse mode
-    # differentiates the call in split mode (module docstring, "Checkpointing")
-    B, S, d = xs.shape[1], xs.shape[2], xs.shape[3]
-    a1 = iz.empty((1, B, S, d), f64)
-    qkv = iz.empty((1, B, S, 3 * d), f64)
-    probs = iz.empty((1, B, heads * S, S), f64)
-    scores = iz.empty((1, B, heads * S, S), f64)
-    att = iz.empty((1, B, S, d), f64)
-    attention_block(xs, layer, mid, layer, a1, qkv, probs, scores, att, 0, heads, head_dim, ln1_w, ln1_b, attn_w,
-                    attn_b, proj_w, proj_b)
+    # mid[slot] = xs[slot] + proj(attention(LN1(xs[slot]))) with layer `layer`'s weights, for one chunk of
+    # sequences; its activations are local arrays of this call, which reverse mode differentiates in split
+    # mode (not inlined: module docstring, "Checkpointing")
+    C, S, d = xs.shape[1], xs.shape[2], xs.shape[3]
+    a1 = iz.empty((1, C, S, d), f64)
+    qkv = iz.empty((1, C, S, 3 * d), f64)
+    probs = iz.empty((1, C, heads * S, S), f64)
+    scores = iz.empty((1, C, heads * S, S), f64)
+    att = iz.empty((1, C, S, d), f64)
+    layer_norm(a1, 0, xs, slot, ln1_w, ln1_b, layer)
+    dense(qkv, 0, a1, 0, attn_w, attn_b, layer, xs, slot, False)
+    causal_attention(att, probs, scores, qkv, 0, heads, head_dim)
+    dense(mid, slot, att, 0, proj_w, proj_b, layer, xs, slot, True)
 
 
 @iz.kernel(inline=False)
-def checkpointed_mlp(xs: Array[f64, 4], layer: i64, mid: Array[f64, 4], ln2_w: Array[f64, 2], ln2_b: Array[f64, 2],
-                     fc1_w: Array[f64, 3], fc1_b: Array[f64, 2], fc2_w: Array[f64, 3], fc2_b: Array[f64, 2]):
-    # `mlp_block` with its activations local arrays of this call (as `checkpointed_attention`)
-    B, S, F = xs.shape[1], xs.shape[2], fc1_w.shape[1]
-    a2 = iz.empty((1, B, S, xs.shape[3]), f64)
-    pre = iz.empty((1, B, S, F), f64)
-    act = iz.empty((1, B, S, F), f64)
-    mlp_block(xs, layer, mid, layer, a2, pre, act, 0, ln2_w, ln2_b, fc1_w, fc1_b, fc2_w, fc2_b)
+def checkpointed_mlp(mid: Array[f64, 4], slot: i64, xs: Array[f64, 4], to: i64, layer: i64, ln2_w: Array[f64, 2],
+                     ln2_b: Array[f64, 2], fc1_w: Array[f64, 3], fc1_b: Array[f64, 2], fc2_w: Array[f64, 3],
+                     fc2_b: Array[f64, 2]):
+    # xs[to] = mid[slot] + fc2(gelu(fc1(LN2(mid[slot])))) with layer `layer`'s weights, for one chunk (as
+    # `checkpointed_attention`)
+    C, S, F = mid.shape[1], mid.shape[2], fc1_w.shape[1]
+    a2 = iz.empty((1, C, S, mid.shape[3]), f64)
+    pre = iz.empty((1, C, S, F), f64)
+    act = iz.empty((1, C, S, F), f64)
+    layer_norm(a2, 0, mid, slot, ln2_w, ln2_b, layer)
+    dense(pre, 0, a2, 0, fc1_w, fc1_b, layer, mid, slot, False)
+    gelu(act, pre, 0)
+    dense(xs, to, act, 0, fc2_w, fc2_b, layer, mid, slot, True)
+
+
+@iz.kernel(inline=False)
+def checkpointed_head_loss(xs: Array[f64, 4], slot: i64, targets: Array[i64, 2], first: i64, lnf_w: Array[f64, 2],
+                           lnf_b: Array[f64, 2], head_w: Array[f64, 3], head_b: Array[f64, 2]) -> f64:
+    # the cross-entropy of head(LNf(xs[slot])) against targets[first + b, s], summed over the chunk's tokens
+    # (its logits are local arrays of this call, as `checkpointed_attention`'s activations)
+    C, S = xs.shape[1], xs.shape[2]
+    final = iz.empty((1, C, S, xs.shape[3]), f64)
+    layer_norm(final, 0, xs, slot, lnf_w, lnf_b, 0)
+    logits = iz.empty((1, C, S, head_w.shape[1]), f64)
+    dense(logits, 0, final, 0, head_w, head_b, 0, final, 0, False)
+    return cross_entropy_sum(logits, targets, first)
 
 
 @iz.kernel
@@ -344,24 +391,35 @@ def transformer_loss(tokens: Array[i64, 2], targets: Array[i64, 2], heads: i64, 
 
 @iz.kernel
 def transformer_loss_checkpointed(tokens: Array[i64, 2], targets: Array[i64, 2], heads: i64, head_dim: i64,
-                                  tok_emb: Array[f64, 2], pos_emb: Array[f64, 2], ln1_w: Array[f64, 2],
-                                  ln1_b: Array[f64, 2], attn_w: Array[f64, 3], attn_b: Array[f64, 2],
-                                  proj_w: Array[f64, 3], proj_b: Array[f64, 2], ln2_w: Array[f64, 2],
-                                  ln2_b: Array[f64, 2], fc1_w: Array[f64, 3], fc1_b: Array[f64, 2],
-                                  fc2_w: Array[f64, 3], fc2_b: Array[f64, 2], lnf_w: Array[f64, 2],
-                                  lnf_b: Array[f64, 2], head_w: Array[f64, 3], head_b: Array[f64, 2]) -> f64:
-    """`transformer_loss` with each layer two calls, `checkpointed_attention` and `checkpointed_mlp` (module
-    docstring, "Checkpointing")."""
+                                  chunks: i64, chunk: i64, tok_emb: Array[f64, 2], pos_emb: Array[f64, 2],
+                                  ln1_w: Array[f64, 2], ln1_b: Array[f64, 2], attn_w: Array[f64, 3],
+                                  attn_b: Array[f64, 2], proj_w: Array[f64, 3], proj_b: Array[f64, 2],
+                                  ln2_w: Array[f64, 2], ln2_b: Array[f64, 2], fc1_w: Array[f64, 3],
+                                  fc1_b: Array[f64, 2], fc2_w: Array[f64, 3], fc2_b: Array[f64, 2],
+                                  lnf_w: Array[f64, 2], lnf_b: Array[f64, 2], head_w: Array[f64, 3],
+                                  head_b: Array[f64, 2]) -> f64:
+    """`transformer_loss` on `chunks` chunks of `chunk` sequences, each layer of each chunk two calls,
+    `checkpointed_attention` and `checkpointed_mlp`, and each chunk's loss a call of `checkpointed_head_loss`
+    (module docstring, "Checkpointing")."""
     B, S = tokens.shape[0], tokens.shape[1]
     d, L = tok_emb.shape[1], attn_w.shape[0]
     assert heads * head_dim == d, "heads * head_dim must equal d_model"
-    xs = iz.empty((L + 1, B, S, d), f64)
-    mid = iz.empty((L, B, S, d), f64)  # the residual stream between the attention and the MLP
-    embed(xs, tokens, tok_emb, pos_emb)
+    assert chunks * chunk == B, "chunks * chunk must equal the batch"
+    # slab layer * chunks + k: chunk k's residual stream entering `layer` (and leaving the last, layer L)
+    xs = iz.empty(((L + 1) * chunks, chunk, S, d), f64)
+    mid = iz.empty((L * chunks, chunk, S, d), f64)  # between the attention and the MLP, slabs as xs
+    for k in range(chunks):
+        embed_chunk(xs, k, tokens, k * chunk, tok_emb, pos_emb)
     for layer in range(L):
-        checkpointed_attention(xs, layer, mid, heads, head_dim, ln1_w, ln1_b, attn_w, attn_b, proj_w, proj_b)
-        checkpointed_mlp(xs, layer, mid, ln2_w, ln2_b, fc1_w, fc1_b, fc2_w, fc2_b)
-    return head_loss(xs, L, targets, lnf_w, lnf_b, head_w, head_b)
+        for k in range(chunks):  # serial: split-mode calls in a prange would not run in parallel
+            slot = layer * chunks + k
+            checkpointed_attention(xs, slot, mid, layer, heads, head_dim, ln1_w, ln1_b, attn_w, attn_b, proj_w,
+                                   proj_b)
+            checkpointed_mlp(mid, slot, xs, slot + chunks, layer, ln2_w, ln2_b, fc1_w, fc1_b, fc2_w, fc2_b)
+    total = 0.0
+    for k in range(chunks):
+        total += checkpointed_head_loss(xs, L * chunks + k, targets, k * chunk, lnf_w, lnf_b, head_w, head_b)
+    return total / (B * S)
 
 
 @iz.kernel
@@ -396,7 +454,9 @@ PARAMETER_NAMES = ("tok_emb", "pos_emb", "ln1_w", "ln1_b", "attn_w", "attn_b", "
 
 @dataclass(frozen=True)
 class Config:
-    """The model's sizes: vocabulary, d_model, heads, layers, MLP width, sequence length and batch."""
+    """The model's sizes: vocabulary, d_model, heads, layers, MLP width, sequence length and batch; and the
+    chunks into which `transformer_loss_checkpointed` cuts the batch (a divisor of it; `transformer_loss`
+    ignores it)."""
 
     vocab: int = 128
     d_model: int = 64
@@ -405,18 +465,38 @@ class Config:
     hidden: int = 256
     seq: int = 64
     batch: int = 16
+    chunks: int = 1
 
     def __post_init__(self) -> None:
-        for name in ("vocab", "d_model", "heads", "layers", "hidden", "seq", "batch"):
+        for name in ("vocab", "d_model", "heads", "layers", "hidden", "seq", "batch", "chunks"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"Config.{name} must be a positive int, got {value!r}")
         if self.d_model % self.heads:
             raise ValueError(f"Config.d_model ({self.d_model}) must be a multiple of Config.heads ({self.heads})")
+        if self.batch % self.chunks:
+            raise ValueError(f"Config.batch ({self.batch}) must be a multiple of Config.chunks ({self.chunks})")
 
     @property
     def head_dim(self) -> int:
         return self.d_model // self.heads
+
+    def size_arguments(self, kernel: iz.Kernel) -> dict[str, int]:
+        """The integer arguments after the batch that `kernel` (`transformer_loss` or
+        `transformer_loss_checkpointed`, built with any options) takes, by name and in order."""
+        sizes = {"heads": self.heads, "head_dim": self.head_dim, "chunks": self.chunks,
+                 "chunk": self.batch // self.chunks}
+        names = inspect.signature(kernel.py_func).parameters
+        return {name: value for name, value in sizes.items() if name in names}
+
+    def gradient_memory(self, kernel: iz.Kernel) -> str:
+        """`iz.show_memory` of the gradient of `kernel` (as `size_arguments`) in every parameter, at these
+        sizes: the memory plan, its peak and the naive allocation in its header lines."""
+        scalars = self.size_arguments(kernel)
+        sizes = {"tokens": (self.batch, self.seq), "targets": (self.batch, self.seq), **scalars,
+                 **dict(zip(PARAMETER_NAMES, self.shapes().values()))}
+        activity = ("const",) * (2 + len(scalars)) + ("dup",) * len(PARAMETER_NAMES)
+        return iz.show_memory(kernel, activity=activity, **sizes)
 
     def shapes(self) -> dict[str, tuple[int, ...]]:
         """Each parameter's shape, in `PARAMETER_NAMES` order."""
@@ -512,7 +592,8 @@ DEFAULT_ADAM = Adam()
 class Trainer:
     """Training by isozyme: the gradient of `transformer_loss` by `iz.autodiff` into one flat gradient, and
     `adam_step` (or `sgd_step` with `sgd=True`). `loss_kernel` may be `transformer_loss` built with other
-    options (`iz.kernel(fastmath=("reassoc",))(transformer_loss.py_func)`), or `transformer_loss_checkpointed`."""
+    options (`iz.kernel(fastmath=("reassoc",))(transformer_loss.py_func)`), or `transformer_loss_checkpointed` (its
+    chunks: `Config.chunks`)."""
 
     def __init__(self, params: Parameters, adam: Adam = DEFAULT_ADAM, sgd: bool = False, backend: str | None = None,
                  loss_kernel: iz.Kernel | None = None) -> None:
@@ -523,7 +604,7 @@ class Trainer:
         self.steps = 0
         config = params.config
         self._shadowed = [iz.Duplicated(p, g) for p, g in zip(params.arrays(), self.grad.arrays())]
-        self._sizes = (config.heads, config.head_dim)
+        self._sizes = tuple(config.size_arguments(self.loss_kernel).values())
         self._update = (sgd_step if sgd else adam_step) if backend is None else \
             (sgd_step if sgd else adam_step).compile(backend=backend).entry
 
