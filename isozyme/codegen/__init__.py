@@ -21,6 +21,7 @@ that layer, which import each other not at all; each module imports only modules
 - `llvm_module`: `ModuleEmitter`: the LLVM module, its declarations and shared helpers
 - `llvm_types`: the LLVM types of SSA values
   `llvm_alias_scopes`: alias scopes that tell the arena's slots apart
+  `llvm_vector_math`: "afn" math functions with their vector versions (glibc's libmvec)
   `opencl_function`: `FunctionRenderer`: the walk over one function after out-of-SSA
   `opencl_control`: what the host and the kernels agree on: control buffer words, requests, alloc sites
 - `opencl_language`: C and OpenCL C details as class attributes (`CRenderer`, `OpenCLRenderer`)

@@ -60,4 +60,4 @@ def emit_llvm(module: Module, entry: Function, options: CodegenOptions, symbol_p
         emit_workers(emitter, function, threaded)
     emit_entry_points(emitter, entry, writable)
     slot = emitter.slot_symbol if emitter.threaded else None
-    return LLVMProgram(str(emitter.llvm), emitter.symbol(entry), emitter.sites, slot, serial)
+    return LLVMProgram(emitter.finish(), emitter.symbol(entry), emitter.sites, slot, serial)

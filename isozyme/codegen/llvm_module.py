@@ -13,6 +13,7 @@ from llvmlite import ir
 from isozyme.codegen.abi import CodegenError, CodegenOptions
 from isozyme.codegen.error_sites import ErrorSite
 from isozyme.codegen.llvm_types import F32, F64, POINTER, RECORD_POINTER, flat_parameter_types, register_type
+from isozyme.codegen.llvm_vector_math import approximate_functions, declare_approximate, keep
 from isozyme.ssa.ir import Function, Module
 
 
@@ -29,6 +30,7 @@ class ModuleEmitter:
         self._declared: dict[str, ir.Function] = {}
         self.entry: Function | None = None
         self._slot: ir.GlobalVariable | None = None
+        self._vector_math: list[ir.Function] = []
 
     def symbol(self, function: Function) -> str:
         return f"{self.prefix}{function.name}"
@@ -50,8 +52,18 @@ class ModuleEmitter:
             self.functions[function] = llvm_fn
 
     def libm(self, name: str, arity: int = 1) -> ir.Function:
-        """A C library function `double name(double, ...)`."""
-        return self.declare(name, ir.FunctionType(F64, [F64] * arity))
+        """A C library function `double name(double, ...)`; with "afn" in the options' `fastmath`,
+        `readnone` with its vector versions, for the loop vectorizer (`llvm_vector_math.py`)."""
+        declared = name in self._declared
+        function = self.declare(name, ir.FunctionType(F64, [F64] * arity))
+        if not declared and approximate_functions(self.options.fastmath):
+            self._vector_math += declare_approximate(self.llvm, function, name, arity)
+        return function
+
+    def finish(self) -> str:
+        """The module's LLVM IR, once every function is emitted."""
+        keep(self.llvm, self._vector_math)
+        return str(self.llvm)
 
     def intrinsic(self, name: str, ty: ir.Type, arity: int = 1) -> ir.Function:
         """The LLVM intrinsic `name` on `ty` (e.g. `llvm.floor.f64`), taking `arity` operands of `ty`."""

@@ -288,10 +288,11 @@ def kernel(function: Callable | None = None, *, backend: str | None = None, boun
     `fastmath=("reassoc",)` (off by default: IEEE-strict): LLVM fast-math flags on the float arithmetic of
     all the code compiled for this kernel, its primal and derivatives and the kernels they call (names in
     `codegen/abi.FASTMATH_FLAGS`; `True` is "fast"). "reassoc" lets LLVM reorder sums, so that reductions
-    vectorize: results, derivatives included, change in the last bits. "ftz" runs each call with subnormal
-    floats flushed to zero (x86-64; `codegen/abi.FP_MODE_FLAGS`), as JAX runs on the CPU: on CPUs that
-    handle subnormals in microcode it removes a slowdown of up to 100x per operation. The `llvm` backend
-    only; isozyme's own passes stay exact."""
+    vectorize: results, derivatives included, change in the last bits. "afn" lets loops that call `exp`,
+    `log`, `erf`, ... vectorize, through glibc's vector math functions (4 ulp; codegen/llvm_vector_math.py).
+    "ftz" runs each call with subnormal floats flushed to zero (x86-64; `codegen/abi.FP_MODE_FLAGS`), as
+    JAX runs on the CPU: on CPUs that handle subnormals in microcode it removes a slowdown of up to 100x
+    per operation. The `llvm` backend only; isozyme's own passes stay exact."""
     if function is not None:
         return Kernel(function, backend, boundscheck, inline, fastmath)
     return lambda f: Kernel(f, backend, boundscheck, inline, fastmath)

@@ -11,10 +11,10 @@ Compiled modules are emitted as position-independent object code (`emit_object`)
 code for the process-wide MCJIT engine (`load_object`), with static relocations: MCJIT's own linker gets
 some position-independent relocations of the large code model wrong (`ffloordiv` of `f32` returned 0.0).
 Symbols are unique per cache key (the codegen prefixes them), so any number of modules share the engine.
-The C library's math functions and `malloc`/`free` are resolved in the process. A function with a basic
-block of more than HUGE_BLOCK instructions (generated code: thousands of terms in one expression) gets its
-machine code without optimization, after O3 optimized its IR, as LLVM's code generation takes more than
-linear time in the size of a block.
+The C library's math functions (and glibc's vector ones, libmvec) and `malloc`/`free` are resolved in
+the process. A function with a basic block of more than HUGE_BLOCK instructions (generated code: thousands
+of terms in one expression) gets its machine code without optimization, after O3 optimized its IR, as
+LLVM's code generation takes more than linear time in the size of a block.
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ from itertools import islice
 
 import llvmlite
 import llvmlite.binding as llvm
+
+from isozyme.codegen.llvm_vector_math import LIBMVEC, vector_variants
 
 
 @dataclass
@@ -62,6 +64,8 @@ def host() -> LLVMHost:
     libm = ctypes.util.find_library("m")
     if libm:
         llvm.load_library_permanently(libm)
+    if vector_variants("exp", 1):  # libmvec, found as the codegen finds it (it names its functions)
+        llvm.load_library_permanently(LIBMVEC)
     target = llvm.Target.from_default_triple()
     cpu, features = llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
     machine = target.create_target_machine(cpu=cpu, features=features, opt=3, codemodel="jitdefault")

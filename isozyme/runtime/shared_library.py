@@ -7,11 +7,13 @@ code for this.
 
 `link(object_code)` runs `ld -shared` (else `cc -shared`), found on `PATH`, in a temporary directory with
 a time limit, links the C math library (the code calls `exp`, `log`, ... and `malloc`/`free`/`calloc` from
-the C library) and returns the library's bytes, or None when no linker is there or it fails: the caller
-then emits the module for MCJIT instead. `load(image, symbols, scratch)` loads the library whose bytes
-are `image` (checked by the caller) from a private copy: a new file in the directory `scratch`, which only
-this user may write, under a name this process never used before (the C library would return a library
-loaded before under the same name), removed once loaded. What runs is `image`, whatever happens to the
+the C library; glibc's `libm.so` is a linker script that also links its vector math library, libmvec, as
+needed: "afn" code calls it, `codegen/llvm_vector_math.py`) and returns the library's bytes, or None when
+no linker is there or it fails: the caller then emits the module for MCJIT instead.
+`load(image, symbols, scratch)` loads the library whose bytes are `image` (checked by the caller) from a
+private copy: a new file in the directory `scratch`, which only this user may write, under a name this
+process never used before (the C library would return a library loaded before under the same name),
+removed once loaded. What runs is `image`, whatever happens to the
 file it was read from. (A memfd's path, `/proc/self/fd/N`, comes back once its descriptor is closed and
 the number reused, and the C library then returns the first library; kept open, one descriptor per kernel
 would add up.) It opens the library with `RTLD_LOCAL` (its symbols, unique per cache key anyway,
