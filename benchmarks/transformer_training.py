@@ -2,7 +2,8 @@
 part 4).
 
     python benchmarks/transformer_training.py [--depths 1,2,3,4] [--steps 100] [--threads N]
-        [--backend llvm|opencl] [--variants strict,reassoc,contract] [--interleave] [--quick] [--json FILE]
+        [--backend llvm|opencl] [--variants strict,reassoc,contract,afn,checkpoint] [--interleave] [--quick]
+        [--json FILE]
 
 The model of `examples/transformer.py` (d_model 64, 4 heads, sequence 64, batch 16, vocabulary 128, MLP
 width 256, the checkpointed loss on 4 chunks of 4 sequences; `--quick`: a tiny one, 2 layers at most, 5
@@ -16,17 +17,21 @@ spinning threads; `--interleave` takes turns anyway):
 - `isozyme reassoc` (`reassoc`): the same kernel built with `fastmath=("reassoc",)`;
 - `isozyme reassoc+contract` (`contract`): with `fastmath=("reassoc", "contract")`, which also lets LLVM fuse
   a product and a sum into one FMA (as XLA and PyTorch's CPU kernels do);
-- `isozyme checkpointed reassoc+contract` (`checkpoint`): `transformer_loss_checkpointed`, each layer of each
-  chunk of the batch two split-mode calls whose reverse runs the block's forward again, and each chunk's
-  loss one (the example's docstring, "Checkpointing"), with the same flags;
+- `isozyme reassoc+contract+afn` (`afn`): with `fastmath=("reassoc", "contract", "afn")`, which also lets
+  the softmax's `exp` and the GELU's `erf` (and their derivatives') loops vectorize, through glibc's vector
+  math functions (`codegen/llvm_vector_math.py`; accurate to 4 ulp, as PyTorch's own vectorized `exp`
+  and `erf`, from SLEEF, are to 1);
+- `isozyme checkpointed reassoc+contract+afn` (`checkpoint`): `transformer_loss_checkpointed`, each layer
+  of each chunk of the batch two split-mode calls whose reverse runs the block's forward again, and each
+  chunk's loss one (the example's docstring, "Checkpointing"), with the flags of `afn`;
 - `torch eager`: `examples/transformer.py`'s `torch_loss`, `backward`, `torch.optim.Adam`, on
   `--threads` threads (`torch.set_num_threads`);
 - `torch.compile`: the same with `torch.compile(torch_loss)` (the backward compiled with it by AOTAutograd;
   the optimizer's step is PyTorch's, as in the eager variant).
 
 With `--backend opencl` isozyme runs on `ISOZYME_OPENCL_DEVICE` (its arrays copied in and out on every
-call: numpy arguments) and PyTorch on CUDA when it has a GPU (else on the CPU); `reassoc` and `contract` are
-LLVM options and are left out there.
+call: numpy arguments) and PyTorch on CUDA when it has a GPU (else on the CPU); `reassoc`, `contract`, `afn`
+and `checkpoint` are LLVM options and are left out there.
 
 Time per step: the median over the steps after the first (which compiles), `perf_counter` around the whole
 step (on CUDA, after a synchronize). Checks, outside the timed region: every variant's loss curve (all the
@@ -65,15 +70,20 @@ FULL = dict(vocab=128, d_model=64, heads=4, hidden=256, seq=64, batch=16, chunks
 QUICK = dict(vocab=16, d_model=16, heads=2, hidden=32, seq=8, batch=2, chunks=2)
 
 
+VARIANTS = ("strict", "reassoc", "contract", "afn", "checkpoint")
+"""isozyme's variants, by their `--variants` names (module docstring)."""
+
+
 def loss_kernels(variants: list[str]) -> dict[str, iz.Kernel]:
     """isozyme's variants by name: the example's kernel, and the same built with fast-math flags."""
     from transformer import transformer_loss, transformer_loss_checkpointed
 
-    fast = ("reassoc", "contract")
+    contract, fast = ("reassoc", "contract"), ("reassoc", "contract", "afn")
     kernels = {"strict": ("isozyme", transformer_loss),
                "reassoc": ("isozyme reassoc", iz.kernel(fastmath=("reassoc",))(transformer_loss.py_func)),
-               "contract": ("isozyme reassoc+contract", iz.kernel(fastmath=fast)(transformer_loss.py_func)),
-               "checkpoint": ("isozyme checkpointed reassoc+contract",
+               "contract": ("isozyme reassoc+contract", iz.kernel(fastmath=contract)(transformer_loss.py_func)),
+               "afn": ("isozyme reassoc+contract+afn", iz.kernel(fastmath=fast)(transformer_loss.py_func)),
+               "checkpoint": ("isozyme checkpointed reassoc+contract+afn",
                               iz.kernel(fastmath=fast)(transformer_loss_checkpointed.py_func))}
     return dict(kernels[variant] for variant in variants)
 
@@ -225,8 +235,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
     parser.add_argument("--backend", choices=("llvm", "opencl"), default="llvm")
-    parser.add_argument("--variants", default="strict,reassoc,contract,checkpoint",
-                        help="isozyme's: strict, reassoc, contract, checkpoint (the last three llvm only)")
+    parser.add_argument("--variants", default="strict,reassoc,contract,afn,checkpoint",
+                        help="isozyme's: strict, reassoc, contract, afn, checkpoint (all but strict llvm only)")
     parser.add_argument("--quick", action="store_true", help="a tiny model, at most 2 layers and 5 steps")
     parser.add_argument("--interleave", action="store_true", help="variants take turns step by step")
     parser.add_argument("--json", metavar="FILE")
@@ -235,9 +245,9 @@ def main(argv: list[str] | None = None) -> int:
 
     depths = [int(depth) for depth in options.depths.split(",")]
     variants = [v for v in options.variants.split(",")
-                if v and not (options.backend == "opencl" and v in ("reassoc", "contract", "checkpoint"))]
-    if any(v not in ("strict", "reassoc", "contract", "checkpoint") for v in variants) or not variants:
-        parser.error(f"--variants must name some of strict, reassoc, contract and checkpoint, got {options.variants!r}")
+                if v and not (options.backend == "opencl" and v != "strict")]
+    if any(v not in VARIANTS for v in variants) or not variants:
+        parser.error(f"--variants must name some of {', '.join(VARIANTS)}, got {options.variants!r}")
     steps, sizes = (min(options.steps, 5), QUICK) if options.quick else (options.steps, FULL)
     if options.quick:
         depths = [depth for depth in depths if depth <= 2] or [1]

@@ -131,56 +131,90 @@ def layer_norm(out: Array[f64, 4], lo: i64, x: Array[f64, 4], lx: i64, weight: A
 def dense(out: Array[f64, 4], lo: i64, x: Array[f64, 4], lx: i64, W: Array[f64, 3], bias: Array[f64, 2],
           layer: i64, residual: Array[f64, 4], lr: i64, with_residual: boolean):
     # out[lo, b, s, o] = bias[layer, o] + W[layer, o, :] . x[lx, b, s, :] (+ residual[lr, b, s, o]),
-    # four tokens and two outputs at a time: each weight is loaded once for four products and each input
-    # once for two; the reverse pass adds into a weight's adjoint once for four products and into an
-    # input's adjoint once for two (those adds, a load and a store each, are the reverse pass's traffic)
+    # four tokens and four outputs at a time: each weight is loaded once for four products and each input
+    # once for four; the reverse pass adds into a weight's adjoint once for four products and into an
+    # input's adjoint once for four (those adds, a load and a store each, are the reverse pass's traffic)
     S, n_out = x.shape[2], W.shape[1]
     for b in iz.prange(x.shape[1]):
         for block in range(S // 4):
             s = 4 * block
-            for pair in range(n_out // 2):
-                o = 2 * pair
-                a0 = bias[layer, o]
-                a1 = a0
-                a2 = a0
-                a3 = a0
-                c0 = bias[layer, o + 1]
-                c1 = c0
-                c2 = c0
-                c3 = c0
+            for quad in range(n_out // 4):
+                o = 4 * quad
+                a00 = bias[layer, o]
+                a01 = a00
+                a02 = a00
+                a03 = a00
+                a10 = bias[layer, o + 1]
+                a11 = a10
+                a12 = a10
+                a13 = a10
+                a20 = bias[layer, o + 2]
+                a21 = a20
+                a22 = a20
+                a23 = a20
+                a30 = bias[layer, o + 3]
+                a31 = a30
+                a32 = a30
+                a33 = a30
                 for i in range(W.shape[2]):
-                    w = W[layer, o, i]
-                    v = W[layer, o + 1, i]
+                    w0 = W[layer, o, i]
+                    w1 = W[layer, o + 1, i]
+                    w2 = W[layer, o + 2, i]
+                    w3 = W[layer, o + 3, i]
                     x0 = x[lx, b, s, i]
                     x1 = x[lx, b, s + 1, i]
                     x2 = x[lx, b, s + 2, i]
                     x3 = x[lx, b, s + 3, i]
-                    a0 += w * x0
-                    a1 += w * x1
-                    a2 += w * x2
-                    a3 += w * x3
-                    c0 += v * x0
-                    c1 += v * x1
-                    c2 += v * x2
-                    c3 += v * x3
+                    a00 += w0 * x0
+                    a01 += w0 * x1
+                    a02 += w0 * x2
+                    a03 += w0 * x3
+                    a10 += w1 * x0
+                    a11 += w1 * x1
+                    a12 += w1 * x2
+                    a13 += w1 * x3
+                    a20 += w2 * x0
+                    a21 += w2 * x1
+                    a22 += w2 * x2
+                    a23 += w2 * x3
+                    a30 += w3 * x0
+                    a31 += w3 * x1
+                    a32 += w3 * x2
+                    a33 += w3 * x3
                 if with_residual:
-                    a0 += residual[lr, b, s, o]
-                    a1 += residual[lr, b, s + 1, o]
-                    a2 += residual[lr, b, s + 2, o]
-                    a3 += residual[lr, b, s + 3, o]
-                    c0 += residual[lr, b, s, o + 1]
-                    c1 += residual[lr, b, s + 1, o + 1]
-                    c2 += residual[lr, b, s + 2, o + 1]
-                    c3 += residual[lr, b, s + 3, o + 1]
-                out[lo, b, s, o] = a0
-                out[lo, b, s + 1, o] = a1
-                out[lo, b, s + 2, o] = a2
-                out[lo, b, s + 3, o] = a3
-                out[lo, b, s, o + 1] = c0
-                out[lo, b, s + 1, o + 1] = c1
-                out[lo, b, s + 2, o + 1] = c2
-                out[lo, b, s + 3, o + 1] = c3
-            for o in range(n_out - n_out % 2, n_out):  # the last output when n_out is odd
+                    a00 += residual[lr, b, s, o]
+                    a01 += residual[lr, b, s + 1, o]
+                    a02 += residual[lr, b, s + 2, o]
+                    a03 += residual[lr, b, s + 3, o]
+                    a10 += residual[lr, b, s, o + 1]
+                    a11 += residual[lr, b, s + 1, o + 1]
+                    a12 += residual[lr, b, s + 2, o + 1]
+                    a13 += residual[lr, b, s + 3, o + 1]
+                    a20 += residual[lr, b, s, o + 2]
+                    a21 += residual[lr, b, s + 1, o + 2]
+                    a22 += residual[lr, b, s + 2, o + 2]
+                    a23 += residual[lr, b, s + 3, o + 2]
+                    a30 += residual[lr, b, s, o + 3]
+                    a31 += residual[lr, b, s + 1, o + 3]
+                    a32 += residual[lr, b, s + 2, o + 3]
+                    a33 += residual[lr, b, s + 3, o + 3]
+                out[lo, b, s, o] = a00
+                out[lo, b, s + 1, o] = a01
+                out[lo, b, s + 2, o] = a02
+                out[lo, b, s + 3, o] = a03
+                out[lo, b, s, o + 1] = a10
+                out[lo, b, s + 1, o + 1] = a11
+                out[lo, b, s + 2, o + 1] = a12
+                out[lo, b, s + 3, o + 1] = a13
+                out[lo, b, s, o + 2] = a20
+                out[lo, b, s + 1, o + 2] = a21
+                out[lo, b, s + 2, o + 2] = a22
+                out[lo, b, s + 3, o + 2] = a23
+                out[lo, b, s, o + 3] = a30
+                out[lo, b, s + 1, o + 3] = a31
+                out[lo, b, s + 2, o + 3] = a32
+                out[lo, b, s + 3, o + 3] = a33
+            for o in range(n_out - n_out % 4, n_out):  # the last n_out % 4 outputs, one at a time
                 a0 = bias[layer, o]
                 a1 = a0
                 a2 = a0
