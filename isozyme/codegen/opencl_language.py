@@ -35,6 +35,9 @@ class CRenderer:
     function_qualifier = ""
     prelude_lines: tuple[str, ...] = ()
     kernel_name = "iz_entry"
+    unroll: str | None = None
+    """The line before a C loop that asks the compiler to unroll it (`FunctionRenderer.render_loop`); None:
+    loops stay `goto`s."""
 
     def __init__(self, options: CodegenOptions) -> None:
         self.options = options
@@ -126,6 +129,7 @@ class OpenCLRenderer(CRenderer):
     kernel_qualifier = "__kernel"
     prelude_lines = ("#pragma OPENCL EXTENSION cl_khr_fp64 : enable",
                      "#pragma OPENCL EXTENSION cl_khr_int64_base_atomics : enable", "#pragma OPENCL FP_CONTRACT OFF")
+    unroll = "#pragma unroll 8"
 
     def helpers(self) -> list[str]:
         return [*super().helpers(), *ATOMIC_HELPERS]

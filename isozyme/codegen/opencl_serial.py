@@ -53,6 +53,9 @@ kernel itself (`SerialRenderer.request_alloc`); a larger one by the host (a fill
 class SerialRenderer(FunctionRenderer):
     """The entry function as the serial kernel `iz_serial` (module docstring)."""
 
+    structured_loops = False
+    """Its blocks stay labels: it resumes at labels after it yields to the host."""
+
     def __init__(self, lang: OpenCLRenderer, function: Function, plan: OutOfSSA, loops: list[ParallelLoop],
                  reductions: int) -> None:
         super().__init__(lang, function, plan, LOWERINGS)
