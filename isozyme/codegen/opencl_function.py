@@ -95,6 +95,11 @@ class FunctionRenderer:
             raise CodegenError(f"value %{value.name} of @{self.function.name} is used before it is rendered")
         return self.names[value]
 
+    def element_stride(self, array: Value) -> str | None:
+        """How many elements apart consecutive elements of `array` lie in its buffer; None: next to each
+        other (a loop kernel interleaves the work items' scratch copies, `opencl_loop_kernels._body_alloc`)."""
+        return None
+
     def extents(self, array: Value) -> list[str]:
         base = self.name(array)
         return [f"{base}_d{k}" for k in range(array.type.rank)]  # type: ignore[attr-defined]

@@ -57,6 +57,10 @@ class BodyRenderer(FunctionRenderer):
         self.naive = reduction == "atomic"
         self.atomics = False
         """Does an iteration make atomic adds (`_body_atomic_add`)? Set while rendering."""
+        self.interleaved: dict[Value, str] = {}
+        """Scratch arrays whose work items' copies are interleaved, and their element stride (`_body_alloc`)."""
+        self.trip_name = ""
+        """The loop's trip count, as the body reads it (set by `render`)."""
         self.inputs: list[tuple[str, str]] = []
         """What the kernel reads once and passes to every iteration: C type and expression."""
         self.accumulators: list[tuple[ScalarType, Instruction | Phi]] = []
@@ -80,6 +84,9 @@ class BodyRenderer(FunctionRenderer):
 
     def fail_return(self) -> str:
         return "return;"
+
+    def element_stride(self, array: Value) -> str | None:
+        return self.interleaved.get(array)
 
     def accumulator(self, value: Value) -> str:
         return f"acc{[v for _, v in self.accumulators].index(value)}"  # type: ignore[arg-type]
@@ -116,6 +123,7 @@ class BodyRenderer(FunctionRenderer):
             trip_name = self.input("long", layout.load(trip))
         else:
             trip_name = self.name(trip)
+        self.trip_name = trip_name
         iteration = "gid" if ascending else f"({trip_name} - 1 - gid)"
         for iv in self.loop.inductions:
             start, step = self.input("long", layout.load(iv.phi)), self.name(iv.step)
@@ -238,7 +246,17 @@ class BodyRenderer(FunctionRenderer):
 
 
 def _body_alloc(r: FunctionRenderer, inst: Instruction) -> None:
-    """A private C array, or this work item's copy in the scratch buffer, filled as a fresh array."""
+    """A private C array, or this work item's copy in the scratch buffer, filled as a fresh array.
+
+    The buffer holds `trip` copies of `count` elements. Where the array is only loaded from, stored into and
+    added into, the copies are interleaved: element k of iteration `gid` at `k * trip + gid`, so that the
+    work items of a warp, which run neighbouring iterations, touch neighbouring addresses (one coalesced
+    access per element). Otherwise (the array is passed to a call, a phi, ...) iteration `gid`'s copy is
+    the `count` elements from `gid * count` on, as a callee expects. Measured on one H100 (f64): the
+    reverse kernel of `benchmarks/gmm_gpu_kernels.gmm_staged`'s gradient, whose work items each add into
+    a scratch copy of d values, took 2.04 ms interleaved against 4.21 ms contiguous at n=1000 d=64 K=100,
+    and 1.13 against 2.85 ms at n=100000 d=10 K=25 (the whole gradient: 3.01 against 5.22 ms, and 1.98
+    against 3.97 ms)."""
     assert isinstance(r, BodyRenderer)
     if inst not in r.loop.scratch:
         return lower_alloc(r, inst)
@@ -247,11 +265,28 @@ def _body_alloc(r: FunctionRenderer, inst: Instruction) -> None:
     for k, extent in enumerate(inst.operands):
         r.emit(f"{name}_d{k} = {r.name(extent)};")
     count = scratch_count(r, inst, "inner")
-    r.emit(f"{name} = s{r.serial.site_of[inst]} + gid * ({count});")
+    site = f"s{r.serial.site_of[inst]}"
     element: ScalarType = inst.type.element  # type: ignore[attr-defined]
-    fill = "0" if "zeroed" in inst.flags else uninitialized_fill(r, element)
-    r.emit(f"for (long k = 0; k < {count}; k++) {name}[k] = ({r.lang.storage(element)}){fill};")
+    fill = f"({r.lang.storage(element)})" + ("0" if "zeroed" in inst.flags else uninitialized_fill(r, element))
+    if _only_element_uses(inst):
+        r.interleaved[inst] = r.trip_name
+        r.emit(f"{name} = {site} + gid;")
+        r.emit(f"for (long k = 0; k < {count}; k++) {name}[k * {r.trip_name}] = {fill};")
+        return None
+    r.emit(f"{name} = {site} + gid * ({count});")
+    r.emit(f"for (long k = 0; k < {count}; k++) {name}[k] = {fill};")
     return None
+
+
+def _only_element_uses(array: Instruction) -> bool:
+    """Is `array` only loaded from, stored into, added into and asked its extents?"""
+    for user in array.users:
+        if user.op in (Op.LOAD, Op.DIM):
+            continue
+        if user.op in (Op.STORE, Op.ATOMIC_ADD) and user.operands[0] is not array:
+            continue
+        return False
+    return True
 
 
 def _body_atomic_add(r: FunctionRenderer, inst: Instruction) -> None:

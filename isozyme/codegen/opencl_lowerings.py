@@ -160,8 +160,8 @@ def _lower_fptosi(r: FunctionRenderer, inst: Instruction) -> str:
 
 
 def flat_index(r: FunctionRenderer, inst: Instruction, array: Value, indices: tuple[Value, ...]) -> str:
-    """The row-major element offset; in checked mode, or for an access flagged `checked`, every index is
-    checked first."""
+    """The row-major element offset (times the array's element stride, `FunctionRenderer.element_stride`);
+    in checked mode, or for an access flagged `checked`, every index is checked first."""
     names = [r.name(i) for i in indices]
     extents = r.extents(array)
     if r.lang.options.boundscheck or CHECKED in inst.flags:
@@ -170,7 +170,8 @@ def flat_index(r: FunctionRenderer, inst: Instruction, array: Value, indices: tu
     offset = names[0]
     for index, extent in zip(names[1:], extents[1:], strict=True):
         offset = f"({offset}) * {extent} + {index}"
-    return offset
+    stride = r.element_stride(array)
+    return offset if stride is None else f"({offset}) * {stride}"
 
 
 def _lower_load(r: FunctionRenderer, inst: Instruction) -> str:
