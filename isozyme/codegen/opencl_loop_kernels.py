@@ -39,6 +39,7 @@ from isozyme.codegen.opencl_lowerings import LOWERINGS, check_shape, flat_index,
 from isozyme.codegen.opencl_serial import SerialRenderer, scratch_count, view_pointer
 from isozyme.codegen.out_of_ssa import OutOfSSA
 from isozyme.codegen.parallel_loops import ParallelLoop, live_ins
+from isozyme.ssa.flags import accesses_element_of
 from isozyme.ssa.ir import Argument, Block, Constant, Function, Instruction, Phi, Value
 from isozyme.ssa.ops import Op
 from isozyme.ssa.types import ArrayType, ScalarType
@@ -280,13 +281,7 @@ def _body_alloc(r: FunctionRenderer, inst: Instruction) -> None:
 
 def _only_element_uses(array: Instruction) -> bool:
     """Is `array` only loaded from, stored into, added into and asked its extents?"""
-    for user in array.users:
-        if user.op in (Op.LOAD, Op.DIM):
-            continue
-        if user.op in (Op.STORE, Op.ATOMIC_ADD) and user.operands[0] is not array:
-            continue
-        return False
-    return True
+    return all(user.op is Op.DIM or accesses_element_of(user, array) for user in array.users)
 
 
 def _body_atomic_add(r: FunctionRenderer, inst: Instruction) -> None:

@@ -40,10 +40,10 @@ from __future__ import annotations
 
 import functools
 
-from isozyme.optimize.fusion_dependence import accesses_element_of, affine_form, counts_iterations, indices_of
+from isozyme.optimize.fusion_dependence import affine_form, counts_iterations, indices_of
 from isozyme.optimize.loop_canonicalization import insert_preheaders_and_latches
 from isozyme.ssa.dominators import DominatorTree
-from isozyme.ssa.flags import ACCESS_OPS, GROWABLE, PARALLEL
+from isozyme.ssa.flags import GROWABLE, PARALLEL, accesses_element_of
 from isozyme.ssa.ir import Block, Function, Instruction, Value
 from isozyme.ssa.loops import Loop, LoopNest, has_irreducible_control_flow
 from isozyme.ssa.ops import Op
@@ -82,7 +82,7 @@ def _contraction(alloc: Instruction, nest: LoopNest, tree: DominatorTree
     if GROWABLE in alloc.flags or rank < 2:
         return None
     accesses = [use.user for use in alloc.uses if use.user.op is not Op.DIM]
-    if not accesses or not all(accesses_element_of(inst, alloc, ACCESS_OPS) for inst in accesses):
+    if not accesses or not all(accesses_element_of(inst, alloc) for inst in accesses):
         return None
     loop = _parallel_loop_around(accesses, nest)
     home = nest.loop_of(alloc.block)  # type: ignore[arg-type]

@@ -21,8 +21,6 @@ in the loop's body).
 
 from __future__ import annotations
 
-from collections.abc import Collection
-
 from isozyme.ssa.def_use import operands_first
 from isozyme.ssa.ir import Block, Constant, Instruction, Phi, Value
 from isozyme.ssa.loops import Loop
@@ -214,11 +212,3 @@ def indices_of(inst: Instruction) -> tuple[Value, ...]:
     """The indices of a `load`, `store` or `atomic_add`."""
     return inst.operands[1:] if inst.op is Op.LOAD else inst.operands[2:]
 
-
-def accesses_element_of(inst: Instruction, array: Value, ops: Collection[Op]) -> bool:
-    """Is `inst` one of `ops` (loads, stores, atomic adds) on an element of `array`, which it uses nowhere
-    else (not as an index, nor as the value stored)?"""
-    if inst.op not in ops:
-        return False
-    at = 0 if inst.op is Op.LOAD else 1
-    return inst.operands[at] is array and array not in (*inst.operands[:at], *inst.operands[at + 1:])

@@ -17,11 +17,11 @@ it removed is replaced by the value the element held at that point of the iterat
 
 from __future__ import annotations
 
-from isozyme.optimize.fusion_dependence import accesses_element_of, indices_of
+from isozyme.optimize.fusion_dependence import indices_of
 from isozyme.optimize.instcombine import is_constant
 from isozyme.optimize.loop_canonicalization import insert_preheaders_and_latches
 from isozyme.optimize.loop_fusion_legality import Candidate, affine_form, array_of, counted_loop
-from isozyme.ssa.flags import ZEROED, is_growable_alloc
+from isozyme.ssa.flags import ZEROED, accesses_element_of, is_growable_alloc
 from isozyme.ssa.ir import Block, Constant, Function, Instruction, Value
 from isozyme.ssa.loops import LoopNest
 from isozyme.ssa.ops import Op

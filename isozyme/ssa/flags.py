@@ -1,12 +1,15 @@
 """The flags that carry meaning across passes and backends, and the predicates on them: a growable `alloc`
 (a tape), a checked array access, a function kept out of line or carrying a custom derivative rule; and
-which values are local arrays and what their extents are.
+which values are local arrays, what their extents are, and which instructions access one element of an
+array.
 
 Flags are plain strings in `Instruction.flags` and `Function.flags` (the printer writes them, the parser
 reads them back), so a pass that does not know a flag keeps it; the names here are the only spellings.
 """
 
 from __future__ import annotations
+
+from collections.abc import Collection
 
 from isozyme.ssa.ir import Function, Instruction, Value
 from isozyme.ssa.ops import Op
@@ -27,6 +30,16 @@ the backends check it whatever the module's mode, and no pass deletes it for bei
 
 ACCESS_OPS = frozenset({Op.LOAD, Op.STORE, Op.ATOMIC_ADD})
 """The ops that index an array, which `CHECKED` may flag."""
+
+
+def accesses_element_of(inst: Instruction, array: Value, ops: Collection[Op] = ACCESS_OPS) -> bool:
+    """Is `inst` one of `ops` (loads, stores, atomic adds) on an element of `array`, which it uses nowhere
+    else (not as an index, nor as the value stored)?"""
+    if inst.op not in ops:
+        return False
+    at = 0 if inst.op is Op.LOAD else 1
+    return inst.operands[at] is array and array not in (*inst.operands[:at], *inst.operands[at + 1:])
+
 
 
 def mark_checked(function: Function) -> None:
