@@ -10,6 +10,7 @@ loads object code and calls it, so it must not need the code generator).
 
 from __future__ import annotations
 
+import platform
 from dataclasses import dataclass
 
 
@@ -33,6 +34,9 @@ class CodegenOptions:
     """LLVM: run `prange` loops as tasks on the thread pool (`codegen/llvm_parallel.py`); off, they are
     serial loops in the function (what a thread count of 1 computes, in one task)."""
 
+
+X86_64 = platform.machine().lower() in ("x86_64", "amd64")
+"""LLVM: the JIT compiles for the process's own CPU (`runtime/llvm_jit.py`), so the host decides."""
 
 MAX_TASKS = 256
 """LLVM: the most tasks one `prange` loop is split into (`codegen/llvm_parallel.py`)."""

@@ -26,12 +26,11 @@ object code that the disk cache keeps).
 
 from __future__ import annotations
 
-import platform
 from collections.abc import Callable
 
 from llvmlite import ir
 
-from isozyme.codegen.abi import ALIGNED, ARRAY_OBJECT, C_CONTIGUOUS, DTYPE_SLOTS, NEEDS_CHECKED_CALL, WRITEABLE
+from isozyme.codegen.abi import ALIGNED, ARRAY_OBJECT, C_CONTIGUOUS, DTYPE_SLOTS, NEEDS_CHECKED_CALL, WRITEABLE, X86_64
 from isozyme.codegen.llvm_module import ModuleEmitter
 from isozyme.codegen.llvm_types import I1, I8, I32, I64, POINTER, RECORD_POINTER, element_size, register_type
 from isozyme.ssa.ir import Argument, Function
@@ -39,8 +38,6 @@ from isozyme.ssa.types import ArrayType, ScalarType, Type
 
 MXCSR_FLUSH = 0x8040
 """MXCSR's FTZ (bit 15: subnormal results become zero) and DAZ (bit 6: subnormal operands read as zero)."""
-X86_64 = platform.machine().lower() in ("x86_64", "amd64")
-"""The JIT compiles for the process's own CPU (`runtime/llvm_jit.py`), so the host decides."""
 
 
 def c_type(ty: Type) -> ir.Type:

@@ -32,6 +32,8 @@ import platform
 from llvmlite import ir
 from llvmlite.ir.values import FunctionAttributes
 
+from isozyme.codegen.abi import X86_64
+
 LIBMVEC = "libmvec.so.1"
 """glibc's vector math library, by its soname."""
 
@@ -50,7 +52,7 @@ def approximate_functions(fastmath: tuple[str, ...]) -> bool:
 
 @functools.cache
 def _libmvec() -> ctypes.CDLL | None:
-    if platform.system() != "Linux" or platform.machine().lower() not in ("x86_64", "amd64"):
+    if platform.system() != "Linux" or not X86_64:
         return None
     try:
         return ctypes.CDLL(LIBMVEC)
@@ -120,4 +122,4 @@ def keep(module: ir.Module, functions: list[ir.Function]) -> None:
     used = ir.GlobalVariable(module, array, "llvm.compiler.used")
     used.linkage = "appending"
     used.section = "llvm.metadata"
-    used.initializer = ir.Constant(array, [f.bitcast(pointer) if f.type != pointer else f for f in functions])
+    used.initializer = ir.Constant(array, [f.bitcast(pointer) for f in functions])
