@@ -80,9 +80,11 @@ from isozyme.ssa.ops import Op
 from isozyme.ssa.types import I1, I32, I64, ScalarType
 
 ENTRY_OPS: frozenset[Op] = frozenset({Op.IADD, Op.ISUB, Op.IMUL, Op.INEG, Op.IMIN, Op.IMAX, Op.IABS, Op.DIM,
-                                      Op.IFLOORDIV, Op.IFLOORMOD, Op.SHL, Op.ASHR})
+                                      Op.IFLOORDIV, Op.IFLOORMOD, Op.SHL, Op.ASHR, Op.AND, Op.OR, Op.XOR})
 """Integer ops re-emitted in the entry block to size tapes; `//`, `%` and shifts only by a constant that
-cannot trap (the trip count of `range(a, b, 2)`), so that nothing traps there before its turn."""
+cannot trap (the trip count of `range(a, b, 2)`), so that nothing traps there before its turn. The bitwise
+ops are what instcombine makes of `%` by a power of two (`n % 4` is `and n, 3`: `range(n % 4)` is the
+remainder loop after blocks of four)."""
 
 STACK_CAPACITY = 16
 """The initial number of elements of a stack tape; it doubles when full."""

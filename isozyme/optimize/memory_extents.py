@@ -23,7 +23,7 @@ from isozyme.ssa.interpreter import RUNTIME_ERRORS
 from isozyme.ssa.ir import Argument, Constant, Function, Instruction, Phi, Value
 from isozyme.ssa.ops import OP_INFO, Op
 from isozyme.ssa.printer import Namer
-from isozyme.ssa.semantics import SEMANTICS, evaluate
+from isozyme.ssa.semantics import SEMANTICS, evaluate, may_trap
 
 ArgumentValue = int | float | bool | tuple[int, ...] | np.ndarray
 """What `sizes` gives per argument: a scalar's value, an array's shape (an int for a 1-D array) or the array."""
@@ -56,9 +56,13 @@ def _shape(arg: Argument, given: ArgumentValue) -> tuple[int, ...]:
 
 
 def computed_at_start(value: Value) -> bool:
-    """Is `value` one of the pure computations on the arguments that `_EntryClones` repeats at the start?"""
-    return (isinstance(value, Instruction) and not isinstance(value, Phi) and value.op in SEMANTICS
-            and OP_INFO[value.op].pure)
+    """Is `value` one of the pure computations on the arguments that `_EntryClones` repeats at the start?
+    Pure ops, and ops that trap only on some operands when given one with which they cannot (`S // 4`, the
+    trip count of a loop by blocks of four: `may_trap`)."""
+    if not isinstance(value, Instruction) or isinstance(value, Phi) or value.op not in SEMANTICS:
+        return False
+    info = OP_INFO[value.op]
+    return info.pure or not (info.reads_memory or info.writes_memory or may_trap(value))
 
 
 def dim_source(dim: Instruction) -> Value | None:
