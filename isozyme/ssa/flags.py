@@ -41,7 +41,6 @@ def accesses_element_of(inst: Instruction, array: Value, ops: Collection[Op] = A
     return inst.operands[at] is array and array not in (*inst.operands[:at], *inst.operands[at + 1:])
 
 
-
 def mark_checked(function: Function) -> None:
     """Flag every array access of `function` `CHECKED`."""
     for inst in function.instructions():
