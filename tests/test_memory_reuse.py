@@ -794,10 +794,11 @@ def test_llvm_makes_one_malloc_per_call_for_placed_arrays() -> None:
     function = example_gradient("heat", "heat", ("dup", "active", "const"))
     serial = CodegenOptions(threads=False)  # on the thread pool, each task has its own copy of the shadow
     unplaced = emit_llvm(function.module, function, serial, "iz_").ir_text  # type: ignore[arg-type]
-    allocations = re.compile(r'call i8\* @"(malloc|calloc)"')
-    assert sorted(allocations.findall(unplaced)) == ["calloc", "malloc", "malloc"]
+    allocations = re.compile(r'call i8\* @"iz_pool_take"\(i64 %"[.0-9]+", i1 ([01])\)')  # zeroed: 1
+    assert sorted(allocations.findall(unplaced)) == ["0", "0", "1"]
     emitted = llvm_ir(function.module, function, serial, False)  # type: ignore[arg-type]
-    assert allocations.findall(emitted) == ["malloc"] and "llvm.memset" in emitted
+    assert not allocations.findall(emitted) and "llvm.memset" in emitted
+    assert re.findall(r'call i8\* @"(\w+)"', emitted) == ["iz_take_arena", "malloc"]  # the helper's malloc
 
 
 def autodiff_results(name: str, backend: str) -> tuple[Any, list[np.ndarray]]:

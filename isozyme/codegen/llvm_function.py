@@ -21,6 +21,7 @@ from isozyme.codegen.abi import CodegenError, instruction_flags
 from isozyme.codegen.error_sites import ErrorSite, register_site
 from isozyme.codegen.llvm_alias_scopes import ArenaScopes
 from isozyme.codegen.llvm_arena_cache import ArenaCache
+from isozyme.codegen.llvm_block_pool import free_chain
 from isozyme.codegen.llvm_module import ModuleEmitter
 from isozyme.codegen.llvm_types import F32, F64, I1, I64, POINTER, flat_parameter_types, register_type, storage_type
 from isozyme.ssa.cfg import reverse_post_order
@@ -195,7 +196,7 @@ class FunctionEmitter:
     def free_local_arrays(self) -> None:
         self.arena_cache.release(self.builder)
         if self.alloc_head is not None:
-            self.builder.call(self.module.free_chain(), [self.builder.load(self.alloc_head, typ=POINTER)])
+            self.builder.call(free_chain(self.module), [self.builder.load(self.alloc_head, typ=POINTER)])
 
     # --- arrays ---
 

@@ -2,8 +2,9 @@
 applies to every instruction but the phis. Every other op has an entry (checked when the module loads).
 
 Local arrays:
-  - local arrays (`alloc`) are `malloc`/`calloc` blocks with a 16-byte header that chains them; every
-    return and error exit frees the chain: they live until the kernel returns (DESIGN 1.2). After
+  - local arrays (`alloc`) are blocks with a 16-byte header that chains them; every return and error exit
+    gives the chain back: they live until the kernel returns (DESIGN 1.2). A block of 64 KiB or more comes
+    from, and goes back to, the module's pool (`llvm_block_pool.py`), a smaller one is a malloc or calloc. After
     `optimize/memory_reuse.place_in_arena` most are a `view`: a pointer into the one such block that holds
     the function's arena (a malloc per call, not per alloc execution), cleared by a memset when `zeroed`.
   - a `growable` local array lives behind a descriptor, a stack slot per alloc holding its array value
@@ -27,6 +28,7 @@ from collections.abc import Callable
 
 from llvmlite import ir
 
+from isozyme.codegen import llvm_block_pool as block_pool
 from isozyme.codegen.llvm_arena_cache import is_arena
 from isozyme.codegen.llvm_function import FunctionEmitter, Lowering
 from isozyme.codegen.llvm_types import F32, F64, I1, I8, I64, POINTER, element_size, register_type, storage_type
@@ -320,11 +322,8 @@ def allocate_local(em: FunctionEmitter, inst: Instruction, alloc: Instruction, e
     arena = is_arena(alloc)  # its block is kept between calls, not chained (`llvm_arena_cache.py`)
     if arena:
         block = em.arena_cache.take(b, total)
-    elif zeroed or "zeroed" in alloc.flags:
-        calloc = em.module.declare("calloc", ir.FunctionType(POINTER, [I64, I64]))
-        block = b.call(calloc, [ir.Constant(I64, 1), total])
-    else:
-        block = b.call(em.module.declare("malloc", ir.FunctionType(POINTER, [I64])), [total])
+    else:  # a large block from the module's pool (`llvm_block_pool.py`)
+        block = block_pool.take(em.module, b, total, zeroed or "zeroed" in alloc.flags)
     allocated = b.and_(b.not_(overflow), b.icmp_unsigned("!=", block, ir.Constant(POINTER, None)))
     em.check(allocated, inst, "out-of-memory", extents, **_allocation_details(alloc, extents))
     assert em.alloc_head is not None
@@ -335,8 +334,9 @@ def allocate_local(em: FunctionEmitter, inst: Instruction, alloc: Instruction, e
                      ir.PointerType(storage_type(element)))
 
 
-_ALLOC_HEADER = 16
-"""Bytes before a local array's data: the link to the previous block (16 keeps the data 16-aligned)."""
+_ALLOC_HEADER = block_pool.HEADER
+"""Bytes before a local array's data: the link to the previous block, then the block's size in bytes
+(`llvm_block_pool.py`; 16 keeps the data 16-aligned)."""
 
 
 def _lower_view(em: FunctionEmitter, inst: Instruction) -> ir.Value:
@@ -387,6 +387,7 @@ def _lower_grow(em: FunctionEmitter, inst: Instruction) -> None:
     allocated = b.and_(b.not_(overflow), b.icmp_unsigned("!=", block, ir.Constant(POINTER, None)))
     em.check(allocated, inst, "out-of-memory", [new_capacity], **_allocation_details(alloc, [new_capacity]))
     b.store(block, link)
+    b.store(b.add(size, ir.Constant(I64, _ALLOC_HEADER)), block_pool.size_word(b, block))
     new_data = b.bitcast(b.gep(block, [ir.Constant(I64, _ALLOC_HEADER)], inbounds=True, source_etype=I8),
                          ir.PointerType(storage_type(element)))
     if "zeroed" in alloc.flags:  # calloc zeroed the old block; the realloc leaves the new elements undefined

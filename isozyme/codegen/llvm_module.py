@@ -96,25 +96,3 @@ class ModuleEmitter:
     def threaded(self) -> bool:
         """Does the module run loops on the thread pool (and export `slot_symbol`)?"""
         return self._slot is not None
-
-    def free_chain(self) -> ir.Function:
-        """`void free_chain(ptr head)`: free a chain of local arrays (each block's header links the next)."""
-        name = f"{self.prefix}free_chain"
-        if name in self._declared:
-            return self._declared[name]
-        fn = self.declare(name, ir.FunctionType(ir.VoidType(), [POINTER]))
-        fn.linkage = "internal"
-        free = self.declare("free", ir.FunctionType(ir.VoidType(), [POINTER]))
-        entry, loop, done = (fn.append_basic_block(n) for n in ("entry", "loop", "done"))
-        b = ir.IRBuilder(entry)
-        b.cbranch(b.icmp_unsigned("==", fn.args[0], ir.Constant(POINTER, None)), done, loop)
-        b.position_at_end(loop)
-        head = b.phi(POINTER)
-        head.add_incoming(fn.args[0], entry)
-        following = b.load(b.bitcast(head, ir.PointerType(POINTER)), typ=POINTER)
-        b.call(free, [head])
-        head.add_incoming(following, loop)
-        b.cbranch(b.icmp_unsigned("==", following, ir.Constant(POINTER, None)), done, loop)
-        b.position_at_end(done)
-        b.ret_void()
-        return fn

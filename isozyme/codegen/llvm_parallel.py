@@ -31,7 +31,8 @@ A loop becomes three pieces:
     iterations stays on the caller; the pool runs the tasks (`llvm_thread_pool.py`); without a pool (a
     module not attached to one) the one task runs here. Then, in task order: the first failed task's error
     record becomes this function's failure; a reduction is task 0's sum plus each other task's; each group
-    add adds each other task's sum (if it ran); each copy is added into its array and freed. The header's
+    add adds each other task's sum (if it ran); each copy is added into its array and given back (copies come
+    from the module's pool of large blocks, `llvm_block_pool.py`). The header's
     phis after the loop are those sums, the induction variables' final values (`start + trip * step`) and
     the constants.
 
@@ -49,6 +50,7 @@ from dataclasses import dataclass, field
 
 from llvmlite import ir
 
+from isozyme.codegen import llvm_block_pool as block_pool
 from isozyme.codegen.abi import MAX_TASKS
 from isozyme.codegen.error_sites import PAYLOAD_WORDS
 from isozyme.codegen.llvm_function import FunctionEmitter
@@ -355,7 +357,6 @@ class _Dispatch:
         """Task 0 adds into each privatized array itself, every other task into a zeroed copy."""
         em, b = self.em, self.b
         count = max(len(self.loop.privatized), 1)
-        calloc = em.module.declare("calloc", ir.FunctionType(POINTER, [I64, I64]))
         for p, array in enumerate(self.loop.privatized):
             value = em.operand(array)
             b.store(b.bitcast(b.extract_value(value, 0), POINTER),
@@ -363,13 +364,14 @@ class _Dispatch:
             elements = self._elements(value, array.type.rank)  # type: ignore[attr-defined]
             size = ir.Constant(I64, element_size(array.type.element))  # type: ignore[attr-defined]
             t, _ = self.counted(tasks, "copy", start=1)
-            block = b.call(calloc, [b.select(b.icmp_signed(">", elements, ir.Constant(I64, 0)), elements,
-                                             ir.Constant(I64, 1)), size])
+            total = b.add(b.mul(elements, size), ir.Constant(I64, block_pool.HEADER))
+            block = block_pool.take(em.module, b, total, zeroed=True)
             site = next(inst for inst in self.loop.plan.modes if inst.operands[1] is array)
             em.check(b.icmp_unsigned("!=", block, ir.Constant(POINTER, None)), site, "out-of-memory", [elements],
                      rank=1, element=str(array.type.element), itemsize=size.constant)  # type: ignore[attr-defined]
             slot = b.add(b.mul(t, ir.Constant(I64, count)), ir.Constant(I64, p))
-            b.store(block, b.gep(copies, [slot], inbounds=True, source_etype=POINTER))
+            data = b.gep(block, [ir.Constant(I64, block_pool.HEADER)], inbounds=True, source_etype=I8)
+            b.store(data, b.gep(copies, [slot], inbounds=True, source_etype=POINTER))
             self.close()
 
     def _context(self, trip: ir.Value, tasks: ir.Value, partials: ir.Value, records: ir.Value,
@@ -409,12 +411,13 @@ class _Dispatch:
         if not self.loop.privatized:
             return
         em, b = self.em, self.b
-        free = em.module.declare("free", ir.FunctionType(ir.VoidType(), [POINTER]))
         count = len(self.loop.privatized)
         t, _ = self.counted(tasks, "free", start=1)
         for p in range(count):
             slot = b.add(b.mul(t, ir.Constant(I64, count)), ir.Constant(I64, p))
-            b.call(free, [b.load(b.gep(copies, [slot], inbounds=True, source_etype=POINTER), typ=POINTER)])
+            data = b.load(b.gep(copies, [slot], inbounds=True, source_etype=POINTER), typ=POINTER)
+            block_pool.put(em.module, b, b.gep(data, [ir.Constant(I64, -block_pool.HEADER)], inbounds=True,
+                                                 source_etype=I8))
         self.close()
 
     def _combine(self, tasks: ir.Value, partials: ir.Value, copies: ir.Value) -> None:
