@@ -362,6 +362,23 @@ def test_ba_gpu_runs_and_fails_on_a_wrong_gradient(tmp_path: Path, monkeypatch: 
     assert not checks["isozyme parallel"]["passed"] and not checks["isozyme serial"]["passed"]
 
 
+# --- mlp_gpu.py -------------------------------------------------------------------------------------------------
+
+@needs_opencl
+def test_mlp_gpu_runs_and_fails_on_a_wrong_gradient(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import mlp_gpu
+
+    output = tmp_path / "mlp_gpu.json"
+    tiny = ["--sizes", "5x7x3x4", "--peers", "", "--repeats", "2", "--json", str(output)]
+    assert mlp_gpu.main(tiny) == 0
+    report = json.loads(output.read_text())
+    assert report["passed"] is True and set(report["rows"][0]["ms"]) == {"isozyme"}
+    assert report["rows"][0]["checks"]["isozyme"]["calls"] == 3
+    monkeypatch.setattr(mlp_gpu, "isozyme_variant", wrong_in_the_second_call(mlp_gpu.isozyme_variant, "d_W2"))
+    assert mlp_gpu.main(tiny) == 1
+    assert not json.loads(output.read_text())["rows"][0]["checks"]["isozyme"]["passed"]
+
+
 # --- gmm_gpu.py ------------------------------------------------------------------------------------------------
 
 @needs_opencl
