@@ -28,7 +28,6 @@ writing everything.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -41,9 +40,8 @@ sys.path[:0] = [str(ROOT / "benchmarks"), str(ROOT)]
 
 import isozyme as iz  # noqa: E402
 from isozyme import Duplicated  # noqa: E402
-from isozyme.benchmark_checks import MISMATCH, Check, exit_status  # noqa: E402
+from isozyme.benchmark_checks import Check  # noqa: E402
 from isozyme.benchmark_suite import ba  # noqa: E402
-from isozyme.runtime.opencl_device import device  # noqa: E402
 
 TOLERANCE = 1e-10
 REASON = "the same f64 math, its sums and atomic adds in another order"
@@ -92,47 +90,23 @@ def isozyme_variant(kernel: iz.Kernel, args: tuple) -> tuple[Callable[[], Any], 
 
 
 def jax_variant(args: tuple) -> tuple[Callable[[], Any], Callable[[Any], dict]]:
-    import jax
+    from gmm_gpu import jax_gradient_variant
 
     from isozyme.benchmark_suite import peer_jax
 
-    jax.config.update("jax_enable_x64", True)
-    loss = jax.jit(jax.value_and_grad(peer_jax.ba_sum_of_squares_loss, argnums=(0, 1, 2)))
-    inputs = [jax.device_put(np.asarray(a)) for a in args[:5]]
-
-    def call() -> Any:
-        return jax.block_until_ready(loss(*inputs))
-
-    def host(returned: Any) -> dict:
-        value, grads = returned
-        return {"value": float(value), **{name: np.asarray(g, dtype=np.float64) for name, g in zip(GRADIENT, grads)}}
-    return call, host
+    return jax_gradient_variant(peer_jax.ba_sum_of_squares_loss, args[:5], GRADIENT)
 
 
 def torch_variant(args: tuple, compiled: bool) -> tuple[Callable[[], Any], Callable[[Any], dict]]:
-    import torch
+    from gmm_gpu import torch_gradient_variant
 
     from isozyme.benchmark_suite import peer_torch
 
-    loss = torch.compile(peer_torch.ba_sum_of_squares_loss) if compiled else peer_torch.ba_sum_of_squares_loss
-    tensors = [torch.tensor(np.asarray(a), device="cuda") for a in args[:5]]
-    for t in tensors[:3]:
-        t.requires_grad_(True)
-
-    def call() -> Any:
-        value = loss(*tensors)
-        grads = torch.autograd.grad(value, tensors[:3])
-        torch.cuda.synchronize()
-        return value, grads
-
-    def host(returned: Any) -> dict:
-        value, grads = returned
-        return {"value": float(value.detach()), **{name: g.detach().cpu().numpy() for name, g in zip(GRADIENT, grads)}}
-    return call, host
+    return torch_gradient_variant(peer_torch.ba_sum_of_squares_loss, args[:5], GRADIENT, compiled)
 
 
 def measure(n: int, m: int, p: int, peers: list[str], repeats: int, serial: bool) -> tuple[dict, list[Check]]:
-    from gmm_gpu import cuda_available, run
+    from gmm_gpu import cuda_available, measure_variants
 
     args, reference = problem(n, m, p)
     variants: dict[str, tuple] = {"isozyme parallel": isozyme_variant(ba.ba_sum_of_squares_parallel, args)}
@@ -143,28 +117,15 @@ def measure(n: int, m: int, p: int, peers: list[str], repeats: int, serial: bool
     for name in ("torch_compile", "torch"):
         if name in peers and cuda_available():
             variants[name] = torch_variant(args, compiled=name == "torch_compile")
-    row: dict[str, Any] = {"n": n, "m": m, "p": p, "ms": {}, "first_call_s": {}, "checks": {}}
-    checks = []
-    for name, (call, host) in variants.items():
-        check = Check(f"BA n={n} m={m} p={p} {name} against the CPU's gradient", TOLERANCE, REASON)
-        first, median = run(call, host, min(repeats, 3) if name == "isozyme serial" else repeats, check, reference)
-        row["ms"][name], row["first_call_s"][name] = median * 1e3, first
-        row["checks"][name] = check.as_dict()
-        checks.append(check)
+    row: dict[str, Any] = {"n": n, "m": m, "p": p, "ms": {}, "first_call_s": {}, "checks": {}, "reference": reference}
+    checks = measure_variants(variants, row, f"BA n={n} m={m} p={p}", repeats, TOLERANCE, REASON,
+                              few=("isozyme serial",))
     return row, checks
 
 
-def print_row(row: dict[str, Any]) -> None:
-    print(f"n={row['n']} m={row['m']} p={row['p']}")
-    jax_ms = row["ms"].get("jax")
-    for name, ms in row["ms"].items():
-        versus = f"  {ms / jax_ms:6.2f}x JAX's time" if jax_ms else ""
-        status = "" if row["checks"][name]["passed"] else f"  {MISMATCH}"
-        print(f"  {name:18s} {ms:10.3f} ms  (first call {row['first_call_s'][name]:.2f} s){versus}{status}",
-              flush=True)
-
-
 def main(argv: list[str] | None = None) -> int:
+    from gmm_gpu import print_variants, write_report
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="ba1,ba5")
     parser.add_argument("--repeats", type=int, default=20)
@@ -176,14 +137,11 @@ def main(argv: list[str] | None = None) -> int:
     rows, checks = [], []
     for text in options.sizes.split(","):
         row, row_checks = measure(*sizes_of(text), peers, options.repeats, options.serial)
-        print_row(row)
+        print(f"n={row['n']} m={row['m']} p={row['p']}")
+        print_variants(row)
         rows.append(row)
         checks.extend(row_checks)
-    status = exit_status(checks, "ba_gpu.py")
-    if options.json:
-        report = {"device": device().name, "passed": status == 0, "tolerance": TOLERANCE, "rows": rows}
-        Path(options.json).write_text(json.dumps(report, indent=1))
-    return status
+    return write_report(options.json, rows, checks, "ba_gpu.py", TOLERANCE)
 
 
 if __name__ == "__main__":

@@ -43,7 +43,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -163,6 +163,83 @@ def run(call: Callable[[], Any], host: Callable[[Any], dict], repeats: int, chec
         times.append(time.perf_counter() - start)
         check.compare(host(returned), reference)
     return times[0], statistics.median(times[1:])
+
+
+def jax_gradient_variant(loss: Callable[..., Any], inputs: Sequence[Any],
+                         names: Sequence[str]) -> tuple[Callable[[], Any], Callable[[Any], dict]]:
+    """`jax.jit(jax.value_and_grad(loss))` in f64 on the device, the gradient in the first `len(names)` inputs
+    (`ba_gpu.py`, `mlp_gpu.py`), and the host copy of what it returned."""
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    gradient = jax.jit(jax.value_and_grad(loss, argnums=tuple(range(len(names)))))
+    on_device = [jax.device_put(np.asarray(a)) for a in inputs]
+
+    def call() -> Any:
+        return jax.block_until_ready(gradient(*on_device))
+
+    def host(returned: Any) -> dict:
+        value, grads = returned
+        return {"value": float(value), **{name: np.asarray(g, dtype=np.float64) for name, g in zip(names, grads)}}
+    return call, host
+
+
+def torch_gradient_variant(loss: Callable[..., Any], inputs: Sequence[Any], names: Sequence[str],
+                           compiled: bool) -> tuple[Callable[[], Any], Callable[[Any], dict]]:
+    """`loss` (`torch.compile`d or eager) on CUDA, `torch.autograd.grad` in the first `len(names)` inputs."""
+    import torch
+
+    function = torch.compile(loss) if compiled else loss
+    tensors = [torch.tensor(np.asarray(a), device="cuda") for a in inputs]
+    for t in tensors[:len(names)]:
+        t.requires_grad_(True)
+
+    def call() -> Any:
+        value = function(*tensors)
+        grads = torch.autograd.grad(value, tensors[:len(names)])
+        torch.cuda.synchronize()
+        return value, grads
+
+    def host(returned: Any) -> dict:
+        value, grads = returned
+        return {"value": float(value.detach()), **{name: g.detach().cpu().numpy() for name, g in zip(names, grads)}}
+    return call, host
+
+
+def measure_variants(variants: dict[str, tuple], row: dict[str, Any], what: str, repeats: int, tolerance: float,
+                     reason: str, few: Collection[str] = ()) -> list[Check]:
+    """Run each variant's (call, host) pair (`run`: `repeats` calls, 3 at most for those in `few`, which are
+    slow), checked against `row["reference"]`; its median ms, first call and check go into `row`. `ba_gpu.py`
+    and `mlp_gpu.py` measure their rows with it."""
+    reference = row.pop("reference")
+    checks = []
+    for name, (call, host) in variants.items():
+        check = Check(f"{what} {name} against the CPU's gradient", tolerance, reason)
+        first, median = run(call, host, min(repeats, 3) if name in few else repeats, check, reference)
+        row["ms"][name], row["first_call_s"][name] = median * 1e3, first
+        row["checks"][name] = check.as_dict()
+        checks.append(check)
+    return checks
+
+
+def print_variants(row: dict[str, Any]) -> None:
+    """A line per variant of a row of `measure_variants`: its median, its first call, its time over JAX's."""
+    jax_ms = row["ms"].get("jax")
+    for name, ms in row["ms"].items():
+        versus = f"  {ms / jax_ms:8.2f}x JAX's time" if jax_ms else ""
+        status = "" if row["checks"][name]["passed"] else f"  {MISMATCH}"
+        print(f"  {name:18s} {ms:10.3f} ms  (first call {row['first_call_s'][name]:.2f} s){versus}{status}",
+              flush=True)
+
+
+def write_report(path: str | None, rows: list[dict[str, Any]], checks: list[Check], script: str,
+                 tolerance: float) -> int:
+    """The exit status of a run of `script` (1 if a check failed), its rows written as JSON to `path`."""
+    status = exit_status(checks, script)
+    if path:
+        report = {"device": device().name, "passed": status == 0, "tolerance": tolerance, "rows": rows}
+        Path(path).write_text(json.dumps(report, indent=1))
+    return status
 
 
 def first_call_seconds(n: int, d: int, K: int, precision: str, variant: str) -> float:

@@ -24,7 +24,6 @@ MISMATCH and the script exits with status 1 after writing everything.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -37,8 +36,7 @@ sys.path[:0] = [str(ROOT / "benchmarks"), str(ROOT / "examples"), str(ROOT)]
 
 import isozyme as iz  # noqa: E402
 from isozyme import Duplicated  # noqa: E402
-from isozyme.benchmark_checks import MISMATCH, Check, exit_status  # noqa: E402
-from isozyme.runtime.opencl_device import device  # noqa: E402
+from isozyme.benchmark_checks import Check  # noqa: E402
 
 TOLERANCE = 1e-10
 REASON = "the same f64 math, its sums (matrix products, atomic adds) in another order"
@@ -97,43 +95,19 @@ def torch_loss(W1: Any, b1: Any, W2: Any, b2: Any, X: Any, Y: Any) -> Any:
 
 
 def jax_variant(args: tuple) -> tuple[Callable[[], Any], Callable[[Any], dict]]:
-    import jax
+    from gmm_gpu import jax_gradient_variant
 
-    jax.config.update("jax_enable_x64", True)
-    loss = jax.jit(jax.value_and_grad(jax_loss, argnums=(0, 1, 2, 3)))
-    inputs = [jax.device_put(np.asarray(a)) for a in args]
-
-    def call() -> Any:
-        return jax.block_until_ready(loss(*inputs))
-
-    def host(returned: Any) -> dict:
-        value, grads = returned
-        return {"value": float(value), **{name: np.asarray(g, dtype=np.float64) for name, g in zip(GRADIENT, grads)}}
-    return call, host
+    return jax_gradient_variant(jax_loss, args, GRADIENT)
 
 
 def torch_variant(args: tuple, compiled: bool) -> tuple[Callable[[], Any], Callable[[Any], dict]]:
-    import torch
+    from gmm_gpu import torch_gradient_variant
 
-    loss = torch.compile(torch_loss) if compiled else torch_loss
-    tensors = [torch.tensor(np.asarray(a), device="cuda") for a in args]
-    for t in tensors[:4]:
-        t.requires_grad_(True)
-
-    def call() -> Any:
-        value = loss(*tensors)
-        grads = torch.autograd.grad(value, tensors[:4])
-        torch.cuda.synchronize()
-        return value, grads
-
-    def host(returned: Any) -> dict:
-        value, grads = returned
-        return {"value": float(value.detach()), **{name: g.detach().cpu().numpy() for name, g in zip(GRADIENT, grads)}}
-    return call, host
+    return torch_gradient_variant(torch_loss, args, GRADIENT, compiled)
 
 
 def measure(sizes: tuple[int, int, int, int], peers: list[str], repeats: int) -> tuple[dict, list[Check]]:
-    from gmm_gpu import cuda_available, run
+    from gmm_gpu import cuda_available, measure_variants
 
     args, reference = problem(*sizes)
     variants: dict[str, tuple] = {"isozyme": isozyme_variant(args)}
@@ -143,28 +117,13 @@ def measure(sizes: tuple[int, int, int, int], peers: list[str], repeats: int) ->
         if name in peers and cuda_available():
             variants[name] = torch_variant(args, compiled=name == "torch_compile")
     label = "x".join(map(str, sizes))
-    row: dict[str, Any] = {"size": label, "ms": {}, "first_call_s": {}, "checks": {}}
-    checks = []
-    for name, (call, host) in variants.items():
-        check = Check(f"MLP {label} {name} against the CPU's gradient", TOLERANCE, REASON)
-        first, median = run(call, host, repeats, check, reference)
-        row["ms"][name], row["first_call_s"][name] = median * 1e3, first
-        row["checks"][name] = check.as_dict()
-        checks.append(check)
-    return row, checks
-
-
-def print_row(row: dict[str, Any]) -> None:
-    print(f"MLP {row['size']} (inputs x hidden x outputs x batch)")
-    jax_ms = row["ms"].get("jax")
-    for name, ms in row["ms"].items():
-        versus = f"  {ms / jax_ms:8.2f}x JAX's time" if jax_ms else ""
-        status = "" if row["checks"][name]["passed"] else f"  {MISMATCH}"
-        print(f"  {name:14s} {ms:10.3f} ms  (first call {row['first_call_s'][name]:.2f} s){versus}{status}",
-              flush=True)
+    row: dict[str, Any] = {"size": label, "ms": {}, "first_call_s": {}, "checks": {}, "reference": reference}
+    return row, measure_variants(variants, row, f"MLP {label}", repeats, TOLERANCE, REASON)
 
 
 def main(argv: list[str] | None = None) -> int:
+    from gmm_gpu import print_variants, write_report
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="255x255x255x64,1024x1024x1024x256")
     parser.add_argument("--repeats", type=int, default=20)
@@ -176,14 +135,11 @@ def main(argv: list[str] | None = None) -> int:
     for text in options.sizes.split(","):
         d, hidden, out, batch = (int(part) for part in text.split("x"))
         row, row_checks = measure((d, hidden, out, batch), peers, options.repeats)
-        print_row(row)
+        print(f"MLP {row['size']} (inputs x hidden x outputs x batch)")
+        print_variants(row)
         rows.append(row)
         checks.extend(row_checks)
-    status = exit_status(checks, "mlp_gpu.py")
-    if options.json:
-        report = {"device": device().name, "passed": status == 0, "tolerance": TOLERANCE, "rows": rows}
-        Path(options.json).write_text(json.dumps(report, indent=1))
-    return status
+    return write_report(options.json, rows, checks, "mlp_gpu.py", TOLERANCE)
 
 
 if __name__ == "__main__":
