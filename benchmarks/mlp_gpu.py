@@ -10,6 +10,8 @@ what a training step computes before its update. Rows:
 - `isozyme`: `mlp_loss` as the example writes it, every stage a `prange` over the output features (a work
   item per feature, the batch and the sum over inputs serial in it); its reverse adds into the adjoint of
   the hidden activations from every feature of the second layer (atomic adds);
+- `isozyme pairs`: `mlp_gpu_kernels.mlp_loss_pairs`, the same stages, each a `prange` over the (feature,
+  sample) pairs of its output: batch times the work items;
 - `jax`: `jax.jit(jax.value_and_grad(...))` of the same model written with matrix products, on the GPU;
 - `torch_compile`, `torch`: `torch.compile` and eager PyTorch of it on the GPU, `torch.autograd.grad`.
 
@@ -61,16 +63,14 @@ def isozyme_gradient(kernel: iz.Kernel, arrays: list, backend: str, shadows: lis
     return value, shadows
 
 
-def isozyme_variant(args: tuple) -> tuple[Callable[[], Any], Callable[[Any], dict]]:
+def isozyme_variant(kernel: iz.Kernel, args: tuple) -> tuple[Callable[[], Any], Callable[[Any], dict]]:
     """A gradient call on device arrays (shadows zeroed before it) and the host copy of what it returned."""
-    from mlp import mlp_loss
-
     arrays = [iz.to_device(np.ascontiguousarray(a)) for a in args]
     shadows = [iz.to_device(np.zeros(a.shape)) for a in args[:4]]
     zeros = [np.zeros(a.shape) for a in args[:4]]
 
     def call() -> Any:
-        return isozyme_gradient(mlp_loss, arrays, "opencl", shadows)
+        return isozyme_gradient(kernel, arrays, "opencl", shadows)
     call.setup = lambda: [s.set(z) for s, z in zip(shadows, zeros)]  # type: ignore[attr-defined]
 
     def host(returned: Any) -> dict:
@@ -110,7 +110,11 @@ def measure(sizes: tuple[int, int, int, int], peers: list[str], repeats: int) ->
     from gmm_gpu import cuda_available, measure_variants
 
     args, reference = problem(*sizes)
-    variants: dict[str, tuple] = {"isozyme": isozyme_variant(args)}
+    from mlp import mlp_loss
+    from mlp_gpu_kernels import mlp_loss_pairs
+
+    variants: dict[str, tuple] = {"isozyme": isozyme_variant(mlp_loss, args),
+                                  "isozyme pairs": isozyme_variant(mlp_loss_pairs, args)}
     if "jax" in peers:
         variants["jax"] = jax_variant(args)
     for name in ("torch_compile", "torch"):

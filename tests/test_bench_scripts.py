@@ -372,11 +372,12 @@ def test_mlp_gpu_runs_and_fails_on_a_wrong_gradient(tmp_path: Path, monkeypatch:
     tiny = ["--sizes", "5x7x3x4", "--peers", "", "--repeats", "2", "--json", str(output)]
     assert mlp_gpu.main(tiny) == 0
     report = json.loads(output.read_text())
-    assert report["passed"] is True and set(report["rows"][0]["ms"]) == {"isozyme"}
-    assert report["rows"][0]["checks"]["isozyme"]["calls"] == 3
+    assert report["passed"] is True and set(report["rows"][0]["ms"]) == {"isozyme", "isozyme pairs"}
+    assert all(check["calls"] == 3 for check in report["rows"][0]["checks"].values())
     monkeypatch.setattr(mlp_gpu, "isozyme_variant", wrong_in_the_second_call(mlp_gpu.isozyme_variant, "d_W2"))
     assert mlp_gpu.main(tiny) == 1
-    assert not json.loads(output.read_text())["rows"][0]["checks"]["isozyme"]["passed"]
+    checks = json.loads(output.read_text())["rows"][0]["checks"]
+    assert not checks["isozyme"]["passed"] and not checks["isozyme pairs"]["passed"]
 
 
 # --- gmm_gpu.py ------------------------------------------------------------------------------------------------
