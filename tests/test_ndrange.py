@@ -170,7 +170,15 @@ def two_quotients(y: Array[f64], x: Array[f64], m: i64):
         y[k] = u[k // m, k // m]
 
 
-@pytest.mark.parametrize("function", [two_divisors, two_quotients])
+def other_divisor(y: Array[f64], x: Array[f64], m: i64):
+    u = iz.zeros((len(x), len(x) + 1), f64)
+    for k in iz.prange(len(x)):
+        u[k // (m + 1), k - (k // m) * m] = x[k]  # the remainder written out, of another quotient than the one
+    for k in iz.prange(len(x)):  # that indexes: iterations 0 and m + 1 write one element
+        y[k] = u[k // (m + 1), k - (k // m) * m]
+
+
+@pytest.mark.parametrize("function", [two_divisors, two_quotients, other_divisor])
 def test_indices_that_do_not_split_the_counter_keep_the_loop_serial(function: object) -> None:
     """A quotient and a remainder by different divisors, or two quotients, do not tell the work items apart:
     the loop that writes the local array runs serially (a SerialLoopWarning), and the result is Python's."""
@@ -181,3 +189,39 @@ def test_indices_that_do_not_split_the_counter_keep_the_loop_serial(function: ob
     with pytest.warns(SerialLoopWarning, match="every iteration writes the local array"):
         iz.kernel(function, backend="opencl")(got, x, 3)  # type: ignore[arg-type]
     np.testing.assert_array_equal(got, expected)
+
+
+def written_out(y: Array[f64], x: Array[f64], m: i64) -> f64:
+    u = iz.zeros((len(x) // m + 1, m), f64)
+    for k in iz.prange(len(x)):
+        q = k // m
+        u[q, k - q * m] = iz.sin(x[k])  # the remainder as GPU code often writes it: a split all the same
+    s = 0.0
+    for k in iz.prange(len(x)):
+        q = k // m
+        y[k] = u[q, k - q * m] * x[k]
+        s += u[q, k - q * m]
+    return s
+
+
+@pytest.mark.parametrize("m", [1, 3, 8])
+def test_a_remainder_written_out_splits_the_counter(m: int) -> None:
+    """`k - (k // m) * m` is the remainder of `k // m`: a local array indexed by the two runs in parallel on
+    OpenCL (no SerialLoopWarning), with the result and the gradient of the llvm backend."""
+    pytest.importorskip("pyopencl")
+    rng = np.random.default_rng(m)
+    x, dy = rng.random(29), rng.random(29)
+    results = {}
+    for backend in ("llvm", "opencl"):
+        kernel = iz.kernel(written_out, backend=backend)
+        y, d_x = np.zeros_like(x), np.zeros_like(x)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", SerialLoopWarning)
+            value = kernel(y, x, m)
+            iz.autodiff(kernel, Duplicated(np.zeros_like(x), dy.copy()), Duplicated(x, d_x), m, backend=backend)
+        results[backend] = (value, y, d_x)
+    expected_y = np.zeros_like(x)
+    np.testing.assert_allclose(results["opencl"][1], expected_y + np.sin(x) * x, rtol=1e-15)
+    assert results["opencl"][0] == pytest.approx(np.sin(x).sum(), rel=1e-13)
+    np.testing.assert_allclose(results["opencl"][2], results["llvm"][2], rtol=1e-13)
+    np.testing.assert_allclose(results["llvm"][2], dy * (np.cos(x) * x + np.sin(x)) + np.cos(x), rtol=1e-13)

@@ -82,8 +82,8 @@ def _closure(loop: Loop, seeds: set[Value]) -> set[Value]:
 
 
 def _splits(loop: Loop, injective: set[Value]) -> list[tuple[set[Value], set[Value]]]:
-    """The quotients (`t // b`, or `t >> c` for b = 2**c) and remainders (`t % b`, `t & (b - 1)`) of the
-    loop's injective values t by loop invariants b, paired by (t, b)."""
+    """The quotients (`t // b`, or `t >> c` for b = 2**c) and remainders (`t % b`, `t & (b - 1)`, or
+    `t - (t // b) * b` written out) of the loop's injective values t by loop invariants b, paired by (t, b)."""
     quotients: dict[tuple[int, object], set[Value]] = {}
     remainders: dict[tuple[int, object], set[Value]] = {}
     for block in loop.blocks:
@@ -99,6 +99,17 @@ def _splits(loop: Loop, injective: set[Value]) -> list[tuple[set[Value], set[Val
                 remainders.setdefault((id(t), _divisor(b)), set()).add(inst)
             elif inst.op is Op.AND and isinstance(b, Constant) and b.value > 0 and not b.value & (b.value + 1):  # type: ignore[operator]
                 remainders.setdefault((id(t), b.value + 1), set()).add(inst)  # type: ignore[operator]
+    for block in loop.blocks:  # t - (t // b) * b, the remainder written out
+        for inst in block.instructions:
+            if inst.op is not Op.ISUB or not isinstance(product := inst.operands[1], Instruction) or \
+                    product.op is not Op.IMUL:
+                continue
+            t = inst.operands[0]
+            for q, b in (product.operands, reversed(product.operands)):
+                key = (id(t), _divisor(b))
+                if isinstance(q, Instruction) and q.op is Op.IFLOORDIV and q.operands[0] is t and \
+                        _divisor(q.operands[1]) == key[1] and q in quotients.get(key, ()):
+                    remainders.setdefault(key, set()).add(inst)
     return [(_closure(loop, quotients[key]), _closure(loop, remainders[key])) for key in quotients if key in remainders]
 
 
