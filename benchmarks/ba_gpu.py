@@ -27,7 +27,6 @@ writing everything.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -124,24 +123,14 @@ def measure(n: int, m: int, p: int, peers: list[str], repeats: int, serial: bool
 
 
 def main(argv: list[str] | None = None) -> int:
-    from gmm_gpu import print_variants, write_report
+    from gmm_gpu import gpu_row_parser, measure_sizes
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="ba1,ba5")
-    parser.add_argument("--repeats", type=int, default=20)
-    parser.add_argument("--peers", default="jax,torch,torch_compile")
+    parser = gpu_row_parser("ba1,ba5")
+    parser.description = __doc__.splitlines()[0]
     parser.add_argument("--serial", action="store_true")
-    parser.add_argument("--json")
     options = parser.parse_args(argv)
-    peers = [peer for peer in options.peers.split(",") if peer]
-    rows, checks = [], []
-    for text in options.sizes.split(","):
-        row, row_checks = measure(*sizes_of(text), peers, options.repeats, options.serial)
-        print(f"n={row['n']} m={row['m']} p={row['p']}")
-        print_variants(row)
-        rows.append(row)
-        checks.extend(row_checks)
-    return write_report(options.json, rows, checks, "ba_gpu.py", TOLERANCE)
+    return measure_sizes(options, lambda text, peers: measure(*sizes_of(text), peers, options.repeats, options.serial),
+                         lambda row: f"n={row['n']} m={row['m']} p={row['p']}", "ba_gpu.py", TOLERANCE)
 
 
 if __name__ == "__main__":

@@ -232,6 +232,31 @@ def print_variants(row: dict[str, Any]) -> None:
               flush=True)
 
 
+def gpu_row_parser(sizes: str) -> argparse.ArgumentParser:
+    """The options of `ba_gpu.py` and `mlp_gpu.py`: --sizes (default `sizes`), --repeats, --peers, --json."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sizes", default=sizes)
+    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--peers", default="jax,torch,torch_compile")
+    parser.add_argument("--json")
+    return parser
+
+
+def measure_sizes(options: argparse.Namespace, measure_one: Callable[[str, list[str]], tuple[dict, list[Check]]],
+                  title: Callable[[dict], str], script: str, tolerance: float) -> int:
+    """`measure_one(size, peers)` for each of `options.sizes`, each row printed under its `title`; the exit
+    status and the JSON of `write_report`."""
+    peers = [peer for peer in options.peers.split(",") if peer]
+    rows, checks = [], []
+    for text in options.sizes.split(","):
+        row, row_checks = measure_one(text, peers)
+        print(title(row))
+        print_variants(row)
+        rows.append(row)
+        checks.extend(row_checks)
+    return write_report(options.json, rows, checks, script, tolerance)
+
+
 def write_report(path: str | None, rows: list[dict[str, Any]], checks: list[Check], script: str,
                  tolerance: float) -> int:
     """The exit status of a run of `script` (1 if a check failed), its rows written as JSON to `path`."""

@@ -25,7 +25,6 @@ MISMATCH and the script exits with status 1 after writing everything.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -126,24 +125,17 @@ def measure(sizes: tuple[int, int, int, int], peers: list[str], repeats: int) ->
 
 
 def main(argv: list[str] | None = None) -> int:
-    from gmm_gpu import print_variants, write_report
+    from gmm_gpu import gpu_row_parser, measure_sizes
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="255x255x255x64,1024x1024x1024x256")
-    parser.add_argument("--repeats", type=int, default=20)
-    parser.add_argument("--peers", default="jax,torch,torch_compile")
-    parser.add_argument("--json")
+    parser = gpu_row_parser("255x255x255x64,1024x1024x1024x256")
+    parser.description = __doc__.splitlines()[0]
     options = parser.parse_args(argv)
-    peers = [peer for peer in options.peers.split(",") if peer]
-    rows, checks = [], []
-    for text in options.sizes.split(","):
+
+    def one(text: str, peers: list[str]) -> tuple[dict, list[Check]]:
         d, hidden, out, batch = (int(part) for part in text.split("x"))
-        row, row_checks = measure((d, hidden, out, batch), peers, options.repeats)
-        print(f"MLP {row['size']} (inputs x hidden x outputs x batch)")
-        print_variants(row)
-        rows.append(row)
-        checks.extend(row_checks)
-    return write_report(options.json, rows, checks, "mlp_gpu.py", TOLERANCE)
+        return measure((d, hidden, out, batch), peers, options.repeats)
+    return measure_sizes(options, one, lambda row: f"MLP {row['size']} (inputs x hidden x outputs x batch)",
+                         "mlp_gpu.py", TOLERANCE)
 
 
 if __name__ == "__main__":

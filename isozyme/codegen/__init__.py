@@ -17,8 +17,8 @@ that layer, which import each other not at all; each module imports only modules
 - `llvm_function`: `FunctionEmitter`: the walk over one function's blocks; checks, element addresses
   `opencl_serial`: the entry function as the serial kernel, which yields to the host
 - `llvm_arena_cache`: the arena's block, kept between calls
-  `llvm_block_pool`: other large blocks of local arrays, kept between calls in a pool per module
   `opencl_lowerings`: `LOWERINGS`: how each op becomes C-style source
+- `llvm_block_pool`: other large blocks of local arrays, kept between calls in a pool per module
 - `llvm_module`: `ModuleEmitter`: the LLVM module, its declarations and shared helpers
 - `llvm_types`: the LLVM types of SSA values
   `llvm_alias_scopes`: alias scopes that tell the arena's slots apart

@@ -11,7 +11,8 @@ Taking and putting back are atomic exchanges, so calls on several threads (and r
 share a block: a call that finds the cache empty allocates its own, and of two blocks put back one is
 freed. The cost: each compiled function keeps the block of its last call alive until the process exits
 (its size is that call's arena, `iz.show_memory`). The block's 16-byte header holds its size in bytes in
-its second word (the first, the chain link of other local arrays, is unused: the arena is not chained).
+its second word, as every block of a local array does (`llvm_block_pool.size_word`; the first, the chain
+link of other local arrays, is unused: the arena is not chained).
 The arena is never `zeroed` (its views clear themselves), so a reused block needs no clearing.
 """
 
@@ -19,13 +20,11 @@ from __future__ import annotations
 
 from llvmlite import ir
 
+from isozyme.codegen.llvm_block_pool import size_word
 from isozyme.codegen.llvm_module import ModuleEmitter
 from isozyme.codegen.llvm_types import I64, POINTER
 from isozyme.ssa.ir import Instruction
 from isozyme.ssa.ops import Op
-
-SIZE_WORD = 1
-"""The header word holding the block's size in bytes."""
 
 
 def is_arena(alloc: Instruction) -> bool:
@@ -81,7 +80,7 @@ class ArenaCache:
         cached = b.atomic_rmw("xchg", cache, ir.Constant(POINTER, None), "seq_cst")
         b.cbranch(b.icmp_unsigned("==", cached, ir.Constant(POINTER, None)), fresh, check)
         b.position_at_end(check)
-        capacity = b.load(self._size_word(b, cached), typ=I64)
+        capacity = b.load(size_word(b, cached), typ=I64)
         b.cbranch(b.icmp_unsigned(">=", capacity, size), reuse, discard)
         b.position_at_end(reuse)
         b.ret(cached)
@@ -92,7 +91,7 @@ class ArenaCache:
         block = b.call(self.module.declare("malloc", ir.FunctionType(POINTER, [I64])), [size])
         b.cbranch(b.icmp_unsigned("==", block, ir.Constant(POINTER, None)), failed, sized)
         b.position_at_end(sized)
-        b.store(size, self._size_word(b, block))
+        b.store(size, size_word(b, block))
         b.ret(block)
         b.position_at_end(failed)
         b.ret(ir.Constant(POINTER, None))
@@ -124,8 +123,3 @@ class ArenaCache:
 
     def _free(self) -> ir.Function:
         return self.module.declare("free", ir.FunctionType(ir.VoidType(), [POINTER]))
-
-    @staticmethod
-    def _size_word(b: ir.IRBuilder, block: ir.Value) -> ir.Value:
-        return b.gep(b.bitcast(block, ir.PointerType(I64)), [ir.Constant(I64, SIZE_WORD)], inbounds=True,
-                     source_etype=I64)

@@ -42,6 +42,7 @@ HEADER = 16
 """Bytes before a block's data: the chain link, then the block's size in bytes."""
 
 SIZE_WORD = 1
+"""The header word holding the block's size in bytes (the arena's block too, `llvm_arena_cache.py`)."""
 
 
 def take(module: ModuleEmitter, b: ir.IRBuilder, total: ir.Value, zeroed: bool) -> ir.Value:
@@ -56,6 +57,7 @@ def put(module: ModuleEmitter, b: ir.IRBuilder, block: ir.Value) -> None:
 
 
 def size_word(b: ir.IRBuilder, block: ir.Value) -> ir.Value:
+    """The address of a block's size in bytes."""
     return b.gep(b.bitcast(block, ir.PointerType(I64)), [ir.Constant(I64, SIZE_WORD)], inbounds=True,
                  source_etype=I64)
 
