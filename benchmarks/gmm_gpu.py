@@ -9,6 +9,8 @@ ADBench's GMM objective (`examples/gmm.py`), the gradient with respect to alphas
 Rows, per size and precision (f32 where the peer supports it; isozyme's f32 kernel is `gmm_gpu_kernels.load(f32)`):
 
 - `isozyme pairs`: `benchmarks/gmm_gpu_kernels.py`'s `gmm_pairs` (a work item per component and point);
+- `isozyme pairs_qmu`: its `gmm_pairs_qmu` (the same, with Q_k mu_k once per component: one atomic add per
+  step of the reverse pairs loop instead of two);
 - `isozyme staged`: its `gmm_staged` (the same pairs in three stages through (d, K*n) arrays);
 - `isozyme blocked`: its `gmm_blocked` (a work item per component and four points);
 - `isozyme points`: `opencl_gpu.py`'s `gmm_prange` (a work item per point: the example's loops), f64 only;
@@ -285,7 +287,7 @@ def kernel_of(variant: str, precision: str) -> iz.Kernel:
     if variant == "isozyme points":
         return gmm_prange
     module = gmm_gpu_kernels if precision == "f64" else gmm_gpu_kernels.load(iz.f32)
-    return getattr(module, "gmm_" + variant.removeprefix("isozyme "))  # pairs, staged, blocked
+    return getattr(module, "gmm_" + variant.removeprefix("isozyme "))  # pairs, pairs_qmu, staged, blocked
 
 
 def measure(n: int, d: int, K: int, precisions: list[str], peers: list[str], repeats: int,
@@ -297,7 +299,7 @@ def measure(n: int, d: int, K: int, precisions: list[str], peers: list[str], rep
         dtype = DTYPES[precision]
         variants: dict[str, tuple] = {}
         variants["isozyme pairs"] = isozyme_variant(kernel_of("isozyme pairs", precision), args, dtype)
-        for name in ("isozyme staged", "isozyme blocked"):
+        for name in ("isozyme pairs_qmu", "isozyme staged", "isozyme blocked"):
             variants[name] = isozyme_variant(kernel_of(name, precision), args, dtype)
         if precision == "f64":
             variants["isozyme points"] = isozyme_variant(kernel_of("isozyme points", precision), args, dtype)
@@ -344,8 +346,9 @@ def print_row(row: dict[str, Any]) -> None:
         print(f"  {key:<22} {value:10.3f} ms{ratio}{compile_times}  {verdict} ({check['error']:.1e})", flush=True)
 
 
-COLORS = {"isozyme pairs": "#1f77b4", "isozyme staged": "#9467bd", "isozyme blocked": "#17becf",
-          "isozyme points": "#aec7e8", "jax": "#d62728", "torch_compile": "#2ca02c", "torch": "#98df8a"}
+COLORS = {"isozyme pairs": "#1f77b4", "isozyme pairs_qmu": "#ff7f0e", "isozyme staged": "#9467bd",
+          "isozyme blocked": "#17becf", "isozyme points": "#aec7e8", "jax": "#d62728", "torch_compile": "#2ca02c",
+          "torch": "#98df8a"}
 
 
 def plot(rows: list[dict[str, Any]], path: str) -> None:

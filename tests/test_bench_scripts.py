@@ -392,12 +392,13 @@ def test_gmm_gpu_runs_and_fails_on_a_wrong_gradient(tmp_path: Path, monkeypatch:
     assert gmm_gpu.main(tiny) == 0
     report = json.loads(output.read_text())
     assert report["passed"] is True and set(report["rows"][0]["ms"]) == {
-        "isozyme pairs f64", "isozyme staged f64", "isozyme blocked f64", "isozyme points f64", "isozyme pairs f32",
-        "isozyme staged f32", "isozyme blocked f32"}
+        "isozyme pairs f64", "isozyme pairs_qmu f64", "isozyme staged f64", "isozyme blocked f64", "isozyme points f64",
+        "isozyme pairs f32", "isozyme pairs_qmu f32", "isozyme staged f32", "isozyme blocked f32"}
     assert picture.read_text().count("<rect x=") >= 3
     monkeypatch.setattr(gmm_gpu, "isozyme_variant", wrong_in_the_second_call(gmm_gpu.isozyme_variant, "d_means"))
     assert gmm_gpu.main(tiny) == 1
     checks = json.loads(output.read_text())["rows"][0]["checks"]
-    assert not any(checks[f"isozyme {name} f64"]["passed"] for name in ("pairs", "staged", "blocked", "points"))
+    assert not any(checks[f"isozyme {name} f64"]["passed"]
+                   for name in ("pairs", "pairs_qmu", "staged", "blocked", "points"))
     assert all(checks[f"isozyme {name} f32"]["passed"]  # 1e-6 of the largest entry is within f32's tolerance
-               for name in ("pairs", "staged", "blocked"))
+               for name in ("pairs", "pairs_qmu", "staged", "blocked"))

@@ -175,6 +175,7 @@ GMM_SIZES = [(1000, 10, 25), (1000, 64, 100), (100_000, 10, 25)] if real_sizes()
 def _gmm_gpu_kernel(name: str) -> iz.Kernel:
     """opencl_gpu.py's `gmm_prange` (a work item per point) or gmm_gpu_kernels.py's `gmm_pairs` (a work item
     per component and point, component-major: warp sums of the adjoints of `icf` and `means`) or
+    `gmm_pairs_qmu` (the same with Q_k mu_k first: warp sums of the adjoints of `icf` and of a local array) or
     `gmm_staged` (the pairs loop in three stages, its reverse loops fused) or `gmm_blocked` (four points per
     work item)."""
     if name == "gmm_prange":
@@ -184,7 +185,7 @@ def _gmm_gpu_kernel(name: str) -> iz.Kernel:
     return getattr(gmm_gpu_kernels, name)
 
 
-@pytest.mark.parametrize("kernel", ["gmm_prange", "gmm_pairs", "gmm_staged", "gmm_blocked"])
+@pytest.mark.parametrize("kernel", ["gmm_prange", "gmm_pairs", "gmm_pairs_qmu", "gmm_staged", "gmm_blocked"])
 @pytest.mark.parametrize(("n", "d", "k"), GMM_SIZES, ids=[f"n{n}_d{d}_K{k}" for n, d, k in GMM_SIZES])
 def test_gmm_gpu_gradient_matches_the_serial_kernel(n: int, d: int, k: int, kernel: str) -> None:
     """The GPU formulations of the GMM objective against examples/gmm.py's serial kernel on llvm, every
