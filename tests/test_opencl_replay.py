@@ -211,6 +211,45 @@ def test_a_loop_without_sums_runs_one_work_item_per_iteration_replayed_or_not():
     assert launches[3][0] is True and launches[3][1] < 300_000
 
 
+def shifted(y: Array[f64], x: Array[f64], z: Array[f64], a: f64, k: i64) -> f64:
+    s = 0.0
+    for i in iz.prange(len(x)):
+        y[i] = a * x[i] + z[i] * float(k)
+        s += y[i]
+    return s
+
+
+def test_a_replayed_call_sets_every_argument_that_changed_since_the_previous_call():
+    """The runner keeps a call's kernel arguments for the next call when every array's buffer and shape and
+    every scalar's bits are the same, and sets those that differ: other device arrays of the same shape, a
+    numpy array in place of a device array, another length, 0.0 after -0.0 (equal, but not in bits: with
+    k = 0, y[i] is -0.0 where z[i] is, or 0.0), a NaN twice, another integer. Each call is numpy's, and
+    waits once."""
+    kernel = iz.kernel(shifted, backend="opencl")
+    rng = np.random.default_rng(7)
+    xs = [rng.random(n) + 0.5 for n in (1000, 1000, 1000, 999)]
+    z = np.where(np.arange(1000) % 2 == 0, -0.0, rng.random(1000))
+    on_device = {name: iz.to_device(array) for name, array in
+                 (("x0", xs[0]), ("x1", xs[1]), ("z", z), ("y0", np.zeros(1000)), ("y1", np.zeros(1000)))}
+    calls = [("y0", "x0", 2.0, 0), ("y0", "x0", 2.0, 0), ("y1", "x0", 2.0, 0), ("y1", "x1", 2.0, 0),
+             ("y1", "x1", -0.0, 0), ("y1", "x1", 0.0, 0), ("y1", "x1", -0.0, 0), ("y1", "x1", np.nan, 0),
+             ("y1", "x1", np.nan, 0), ("y1", "x1", 3.0, 4), ("y1", "x1", 3.0, -4), ("y1", xs[2], 3.0, -4),
+             ("y1", "x0", 3.0, -4)]
+    for number, (y, x, a, k) in enumerate(calls):
+        x_arg = on_device[x] if isinstance(x, str) else x
+        total, call = call_profiled(kernel, on_device[y], x_arg, on_device["z"], a, k)
+        expected = a * (x_arg.get() if isinstance(x_arg, iz.DeviceArray) else x_arg) + z * float(k)
+        result = on_device[y].get()
+        np.testing.assert_array_equal(result, expected, err_msg=f"call {number}")
+        if not np.isnan(a):  # a NaN's sign bit is the device's choice
+            np.testing.assert_array_equal(np.signbit(result), np.signbit(expected), err_msg=f"call {number}")
+        assert total == pytest.approx(float(expected.sum()), rel=1e-12, nan_ok=True)
+        assert number == 0 or call.round_trips == 1
+    y = np.zeros(999)
+    kernel(y, xs[3], np.ones(999), 1.5, 2)
+    np.testing.assert_array_equal(y, 1.5 * xs[3] + 2.0)
+
+
 def test_a_counted_call_after_others_counts_what_a_first_call_counts():
     """A counted call makes every local array ask the host (its buffer's capacity reads 0 on the device),
     also after calls that allocated them, and the call after it replays with the capacities back."""

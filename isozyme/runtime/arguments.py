@@ -65,31 +65,36 @@ def check_array(kernel: str, param: Parameter, value: object,
                 device_arrays: bool = False) -> np.ndarray | DeviceArray:
     """The interpreter's array check (kind, dtype, rank), plus C-contiguity for compiled code; a device
     array where `device_arrays` allows it (module docstring)."""
-    where = f"parameter '{param.name}' of kernel '{kernel}'"
     if isinstance(value, DeviceArray):
         if not device_arrays:
-            raise TypeError(f"{where} got an iz.DeviceArray: device arrays run on backend=\"opencl\"; "
-                            f"{param.name}.get() gives a numpy array")
-        return check_device_array(where, param.type, value)  # type: ignore[arg-type]
+            raise TypeError(f"{_where(kernel, param)} got an iz.DeviceArray: device arrays run on "
+                            f"backend=\"opencl\"; {param.name}.get() gives a numpy array")
+        return check_device_array(kernel, param, value)
+    where = _where(kernel, param)
     array = interpreter.check_array(where, param.type, value, param.name)  # type: ignore[arg-type]
     if not array.flags.c_contiguous:
         raise ValueError(f"{where} must be C-contiguous; pass np.ascontiguousarray({param.name})")
     return array
 
 
-def check_device_array(where: str, ty: ArrayType, value: DeviceArray) -> DeviceArray:
-    """`value` if its dtype and rank are `ty`'s, TypeError otherwise, in `interpreter.check_array`'s words
-    (a device array is C-contiguous by construction)."""
+def check_device_array(kernel: str, param: Parameter, value: DeviceArray) -> DeviceArray:
+    """`value` if its dtype and rank are the parameter's, TypeError otherwise, in `interpreter.check_array`'s
+    words (a device array is C-contiguous by construction)."""
+    ty: ArrayType = param.type  # type: ignore[assignment]
     dtype = ty.element.numpy_dtype
     if value.dtype != dtype:
-        raise TypeError(f"{where} must have dtype {dtype.name}, got {value.dtype.name}")
+        raise TypeError(f"{_where(kernel, param)} must have dtype {dtype.name}, got {value.dtype.name}")
     if value.ndim != ty.rank:
-        raise TypeError(f"{where} must be a {ty.rank}-D array, got {value.ndim}-D")
+        raise TypeError(f"{_where(kernel, param)} must be a {ty.rank}-D array, got {value.ndim}-D")
     return value
 
 
 def check_scalar(kernel: str, param: Parameter, value: object) -> Scalar:
-    return interpreter.check_scalar(f"parameter '{param.name}' of kernel '{kernel}'", param.type, value)  # type: ignore
+    return interpreter.check_scalar(_where(kernel, param), param.type, value)  # type: ignore
+
+
+def _where(kernel: str, param: Parameter) -> str:
+    return f"parameter '{param.name}' of kernel '{kernel}'"
 
 
 def check_arguments(kernel: str, params: Sequence[Parameter], args: Sequence[object],
@@ -132,13 +137,15 @@ def writable_parameters(module: Module, entry: Function) -> frozenset[int]:
 def check_no_overlap(kernel: str, params: Sequence[Parameter], values: Sequence[object]) -> None:
     """Two array arguments must not share memory (for C-contiguous arrays `may_share_memory` is exact; device
     arrays share memory when they share a buffer, and never with a numpy array)."""
-    arrays = [(p.name, v) for p, v in zip(params, values, strict=True) if isinstance(v, np.ndarray)]
+    arrays: list[tuple[str, np.ndarray]] = []
     buffers: dict[int, str] = {}  # device arrays: by their buffer's handle
     for param, value in zip(params, values, strict=True):
         if isinstance(value, DeviceArray):
             other = buffers.setdefault(value.data.int_ptr, param.name)
             if other != param.name:
                 _overlap(kernel, other, param.name)
+        elif isinstance(value, np.ndarray):
+            arrays.append((param.name, value))
     for i, (name_a, a) in enumerate(arrays):
         for name_b, b in arrays[i + 1:]:
             if np.may_share_memory(a, b):

@@ -38,10 +38,19 @@ costs time: time calls outside the block.
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from isozyme.codegen.opencl_program import OpenCLProgram
+from isozyme.runtime.disk_cache import sha256
+from isozyme.runtime.opencl_device import import_pyopencl
+from isozyme.ssa.types import SCALAR_TYPES, ArrayType
 
 
 @dataclass
@@ -238,3 +247,71 @@ def _closing_bracket(text: str, start: int) -> int:
         if depth == 0:
             return position
     return len(text) - 1
+
+
+# --- what one call counts -------------------------------------------------------------------------------------
+
+
+@functools.cache
+def _access_sets(source: str, loops: int) -> tuple[list[AccessSet], AccessSet]:
+    return access_sets(source, loops)
+
+
+@dataclass
+class CountedCall:
+    """What one call's counters need (`opencl_runner.Runner` makes one per call while counting): its program
+    and queue, the arguments' bytes, and each local array site's elements so far. The extents of views into
+    arenas are read from the control buffer, where the serial kernel saved them."""
+
+    program: OpenCLProgram
+    queue: Any
+    argument_bytes: list[int]
+    site_elements: dict[int, int]
+
+    @staticmethod
+    def start(program: OpenCLProgram, queue: Any, types: Sequence[Any], values: Sequence[object],
+              uploads: list[np.ndarray], copies: list[tuple[Any, np.ndarray, int]]) -> CountedCall:
+        """Count a call of `program` on `values` (of `types`), which copies `uploads` in and `copies` out."""
+        add("calls")
+        add("buffer_allocations", len(uploads))
+        add("host_copy_bytes", sum(array.nbytes for array in uploads) + sum(array.nbytes for _, array, _ in copies))
+        key = f"{program.serial}:{sha256(program.source.encode()).hexdigest()[:12]}"
+        for stats in _active:
+            stats.programs[key] = len(program.loops)
+            stats.serial_prange_loops[key] = len(program.serial_loops)
+        sizes = [int(getattr(value, "nbytes", 0)) if isinstance(ty, ArrayType) else 0
+                 for ty, value in zip(types, values, strict=True)]
+        return CountedCall(program, queue, sizes, {})
+
+    def bytes_of(self, arrays: frozenset[ArrayRef], words: np.ndarray) -> int:
+        total = 0
+        for array in arrays:
+            if array.kind == "argument":
+                total += self.argument_bytes[array.index]
+            elif array.kind == "view":
+                total += int(np.prod([max(int(words[w]), 0) for w in array.words])) * array.itemsize
+            else:
+                itemsize = SCALAR_TYPES[self.program.allocs[array.index].element].numpy_dtype.itemsize
+                total += self.site_elements.get(array.index, 0) * itemsize
+        return total
+
+    def control_words(self, control: Any) -> np.ndarray:
+        """The control buffer's words now (a blocking copy: only while counting)."""
+        words = np.zeros(self.program.control_words, dtype=np.int64)
+        import_pyopencl().enqueue_copy(self.queue, words, control, is_blocking=True)
+        return words
+
+    def loop_launch(self, number: int, control: Any) -> None:
+        access = _access_sets(self.program.source, len(self.program.loops))[0][number]
+        words = self.control_words(control)
+        add("loop_launches")
+        add("loop_bytes_read", self.bytes_of(access.reads, words))
+        add("loop_bytes_written", self.bytes_of(access.writes, words))
+        for stats in _active:
+            stats.launches_by_kernel[self.program.loops[number].name] += 1
+
+    def finish(self, control: Any) -> None:
+        access = _access_sets(self.program.source, len(self.program.loops))[1]
+        words = self.control_words(control)
+        add("serial_bytes_read", self.bytes_of(access.reads, words))
+        add("serial_bytes_written", self.bytes_of(access.writes, words))

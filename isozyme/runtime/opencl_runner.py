@@ -31,6 +31,8 @@ a hardware counter. Outside such a block the runner counts nothing (and a counte
 from __future__ import annotations
 
 import functools
+import math
+import operator
 import os
 import threading
 import time
@@ -43,7 +45,6 @@ import numpy as np
 from isozyme.codegen.opencl_control import (
     ALLOC,
     ARG0,
-    ARG1,
     ARG2,
     CLEAR,
     DONE,
@@ -65,7 +66,6 @@ from isozyme.codegen.opencl_control import (
 from isozyme.codegen.opencl_program import CLEAR_KERNEL, OpenCLProgram
 from isozyme.runtime import opencl_counters, profiler
 from isozyme.runtime.device_array import DeviceArray
-from isozyme.runtime.disk_cache import sha256
 from isozyme.runtime.opencl_device import Device, import_pyopencl
 from isozyme.ssa.types import ArrayType, ScalarType
 
@@ -119,7 +119,7 @@ class Runner:
         self.where = where
         self.queue = where.queue
         """The queue of the call in progress: the device's, or its profiling queue (`profiler.py`)."""
-        self.trace: _Trace | None = None
+        self.trace: profiler.CallTrace | None = None
         """The profile of the call in progress, when a profile is active."""
         self.kernel_args: dict[Any, tuple[list[object], list[object]]] = {}
         """Each kernel's arguments as last set (`_enqueue`): the common ones, and the rest."""
@@ -127,12 +127,18 @@ class Runner:
         """The common arguments of the program's kernels in the call in progress (`_base_args`)."""
         self.entry_args: list[object] = []
         """The entry's arguments in the call in progress."""
-        cl = import_pyopencl()
+        self.argument_keys: list[object] | None = None
+        """What made `entry_args`: each array's buffer and shape, each scalar and its sign (`_entry_args`)."""
+        self.cl = cl = import_pyopencl()
+        self.enqueue_kernel = cl.enqueue_nd_range_kernel
+        self.read = _blocking_read(cl)
         self.serials = {mode: cl.Kernel(built, program.serial) for mode in (START, REPLAYED, SERVED_BY_HOST)}
         """The serial kernel, one kernel object per value of its `served` argument (so no launch sets it)."""
         self.loops = [cl.Kernel(built, loop.name) for loop in program.loops]
         self.clear = cl.Kernel(built, CLEAR_KERNEL)
         self.types = types
+        self.scalar_types = [None if isinstance(ty, ArrayType) else _SCALAR_DTYPES[str(ty)] for ty in types]
+        """The numpy scalar type of each scalar parameter; None for an array."""
         self.return_type = return_type
         self.lock = threading.Lock()
         self.sites: list[tuple[Any, int]] = []
@@ -145,21 +151,28 @@ class Runner:
         words = heap_megabytes() << 17 if program.uses_heap else 1
         self.heap: tuple[Any, int] = (self._buffer(AllocSite("i64", 0), words), words)
         """The device heap of called functions' local arrays, and its size in words."""
-        self.counted: _CountedCall | None = None
+        self.counted: opencl_counters.CountedCall | None = None
         """What the call in progress counts (`counting()` active), else None."""
         self.control_host = np.zeros(program.control_words, dtype=np.int64)
         self.control = cl.Buffer(where.context, cl.mem_flags.READ_WRITE, self.control_host.nbytes)
         """The control buffer (`codegen/opencl_control.py`). The first run of the serial kernel in a call
         zeroes it but for the words the host keeps there (the heap's size, the sites' capacities), which the
         host writes from `control_host` when they change."""
+        self.header = np.zeros(HEADER_WORDS, dtype=np.int64)
+        """Where `_read_header` reads the control buffer's header into."""
         self.kept: tuple[int, ...] | None = None
         """The words the host keeps in the control buffer, as last written there."""
+        self.resumes = {mode: _Command(kernel, (1,), (1,), True, [self.control, self.heap[0], np.int64(mode)],
+                                       "serial", "iz_serial") for mode, kernel in self.serials.items()}
+        """The runs of the serial kernel, by mode (`_resume`): their arguments never change."""
         self.argument_buffers: dict[int, Any] = {}
         """The buffer of each numpy array argument by position, reused by the next call whose array has as
         many bytes (allocating one costs a driver call, and freeing one waits for the GPU)."""
         self.script: list[Step] | None = None
         """The launches and clears of the previous call, which the next call replays (`_replay`); None
         after a call that failed."""
+        self.plan: tuple[list[Step], list[_Command]] | None = None
+        """A script and the commands that replay it (`_replay`); None once a buffer they name is replaced."""
 
     @property
     def writable(self) -> frozenset[int]:
@@ -173,7 +186,8 @@ class Runner:
 
     def _call(self, values: Sequence[object]) -> object:
         if profiler.active():
-            self.queue, self.trace = profiling_queue(self.where), _Trace(self.name, self.where.name)
+            self.queue = profiler.profiling_queue(self.where)
+            self.trace = profiler.CallTrace(self.name, self.where.name)
         else:
             self.queue, self.trace = self.where.queue, None
         try:
@@ -184,104 +198,142 @@ class Runner:
             self.queue, self.trace = self.where.queue, None
 
     def _run_call(self, values: Sequence[object]) -> object:
-        cl = import_pyopencl()
-        where, flags, queue = self.where, cl.mem_flags, self.queue
-        args: list[object] = []
         uploads: list[np.ndarray] = []
         copies: list[tuple[Any, np.ndarray, int]] = []  # buffers to copy back: the arrays the program may write
-        for position, (ty, value) in enumerate(zip(self.types, values, strict=True)):
-            if isinstance(value, DeviceArray):
-                args += [value.data, *(np.int64(extent) for extent in value.shape)]
-            elif isinstance(ty, ArrayType):
-                array: np.ndarray = value  # type: ignore[assignment]
-                host = array if array.size else np.zeros(1, dtype=array.dtype)  # no empty buffers in OpenCL
-                buffer = self.argument_buffers.get(position)
-                if buffer is None or buffer.size != host.nbytes:
-                    buffer = self.argument_buffers[position] = cl.Buffer(where.context, flags.READ_WRITE,
-                                                                         host.nbytes)
-                self._note(cl.enqueue_copy(queue, buffer, host, is_blocking=False), "copy-in", f"arg {position}",
-                           nbytes=host.nbytes)
-                args += [buffer, *(np.int64(extent) for extent in array.shape)]
-                uploads.append(array)
-                if array.size and position in self.program.writable:
-                    copies.append((buffer, array, position))
-            else:
-                args.append(_SCALAR_DTYPES[str(ty)](value))
+        args = self._entry_args(values, uploads, copies)
         while len(self.sites) < len(self.program.allocs):
             self.sites.append((self._buffer(self.program.allocs[len(self.sites)], 1), 1))
-        control = self.control_host
-        control[HEAP_WORDS] = self.heap[1]
-        first = self.program.capacities
         counting = opencl_counters.active()  # counting: every alloc asks the host, which counts its elements
-        control[first:first + len(self.sites)] = [0 if counting else capacity for _, capacity in self.sites]
-        kept = (int(control[HEAP_WORDS]), *(int(word) for word in control[first:]))
-        control_buffer = self.control
-        if kept != self.kept:
-            cl.enqueue_copy(queue, control_buffer, control, is_blocking=False)  # the call ends with a finish
-            self.kept = kept
+        self._keep_words([0 if counting else capacity for _, capacity in self.sites])
         self.entry_args, self.base = args, self._base_args(args)
-        header = np.zeros(HEADER_WORDS, dtype=np.int64)
-        self.counted = _CountedCall.start(self, values, uploads, copies) if opencl_counters.active() else None
+        queue, control = self.queue, self.control
+        self.counted = opencl_counters.CountedCall.start(self.program, queue, self.types, values, uploads,
+                                                         copies) if counting else None
         try:
-            self._run(control_buffer, header)
+            words = self._run(control)
         finally:
             for buffer, array, position in copies:
-                self._note(cl.enqueue_copy(queue, array, buffer, is_blocking=False), "copy-out", f"arg {position}",
-                           nbytes=array.nbytes)
+                self._note(self.cl.enqueue_copy(queue, array, buffer, is_blocking=False), "copy-out",
+                           f"arg {position}", nbytes=array.nbytes)
             self._wait(queue.finish)
             if self.counted is not None:
-                self.counted.finish(control_buffer)
+                self.counted.finish(control)
                 self.counted = None
-        if header[ERROR] != 0:
-            raise self.program.sites[int(header[ERROR]) - 1].exception([int(w) for w in header[ERROR + 1:]])
+        if words[ERROR] != 0:
+            raise self.program.sites[words[ERROR] - 1].exception(words[ERROR + 1:])
         if self.return_type.is_void:
             return None
-        return _python_scalar(self.return_type, header[RETURN])
+        return _python_scalar(self.return_type, words[RETURN])
 
-    def _run(self, control: Any, header: np.ndarray) -> None:
-        """Run the serial kernel and serve its requests until it is done. A call of a program whose previous
-        call went through replays that call's launches and clears first, without waiting (`_replay`); the
-        host then reads the header and serves what is left, if anything, as it comes."""
-        cl = import_pyopencl()
-        queue = self.queue
+    def _entry_args(self, values: Sequence[object], uploads: list[np.ndarray],
+                    copies: list[tuple[Any, np.ndarray, int]]) -> list[object]:
+        """The entry's arguments: each array's buffer (a numpy array's copied in, `_upload`) and extents, each
+        scalar as a numpy scalar. While every position has the same buffer and shape, or scalar, as at the
+        previous call, that call's list, which `_base_args` and `_enqueue` then skip by its identity (making
+        numpy scalars and comparing their bytes took a tenth of a small call). A scalar's key holds its sign:
+        -0.0 == 0.0, but their bits differ; a NaN is never equal, so it is converted every time."""
+        keys: list[object] = []
+        for position, (scalar_type, value) in enumerate(zip(self.scalar_types, values, strict=True)):
+            if isinstance(value, DeviceArray):
+                keys.append((value.data, value.shape))
+            elif scalar_type is None:
+                keys.append((self._upload(position, value, uploads, copies), value.shape))  # type: ignore[arg-type]
+            else:
+                keys.append((value, math.copysign(1.0, value)))  # type: ignore[arg-type]
+        if keys == self.argument_keys:
+            return self.entry_args
+        args: list[object] = []
+        for scalar_type, value, key in zip(self.scalar_types, values, keys):
+            if scalar_type is None:
+                buffer, shape = key  # type: ignore[misc]
+                args += [buffer, *map(np.int64, shape)]
+            else:
+                args.append(scalar_type(value))
+        self.entry_args, self.argument_keys = args, keys
+        return args
+
+    def _upload(self, position: int, array: np.ndarray, uploads: list[np.ndarray],
+                copies: list[tuple[Any, np.ndarray, int]]) -> Any:
+        """Copy numpy array argument `position` into its buffer, noting it in `uploads` and, where the program
+        may write it, in `copies`; the buffer."""
+        cl = self.cl
+        host = array if array.size else np.zeros(1, dtype=array.dtype)  # no empty buffers in OpenCL
+        buffer = self.argument_buffers.get(position)
+        if buffer is None or buffer.size != host.nbytes:
+            buffer = self.argument_buffers[position] = cl.Buffer(self.where.context, cl.mem_flags.READ_WRITE,
+                                                                 host.nbytes)
+        self._note(cl.enqueue_copy(self.queue, buffer, host, is_blocking=False), "copy-in", f"arg {position}",
+                   nbytes=host.nbytes)
+        uploads.append(array)
+        if array.size and position in self.program.writable:
+            copies.append((buffer, array, position))
+        return buffer
+
+    def _keep_words(self, capacities: list[int]) -> None:
+        """Write the words the host keeps in the control buffer, the heap's size and the sites' `capacities`,
+        where they differ from those written last."""
+        kept = (self.heap[1], *capacities)
+        if kept != self.kept:
+            first = self.program.capacities
+            self.control_host[HEAP_WORDS] = self.heap[1]
+            self.control_host[first:first + len(capacities)] = capacities
+            self.cl.enqueue_copy(self.queue, self.control, self.control_host, is_blocking=False)  # ends in a finish
+            self.kept = kept
+
+    def _run(self, control: Any) -> list[int]:
+        """Run the serial kernel and serve its requests until it is done; the header's last words. A call of
+        a program whose previous call went through replays that call's launches and clears first, without
+        waiting (`_replay`); the host then reads the header and serves what is left, if anything, as it
+        comes."""
         script = self.script if self.counted is None and replay_enabled() else None
-        self._resume(control, START)
+        self._resume(START)
         if script:
             self._replay(script, control)
         steps: list[Step] | None = None  # the script's steps that ran, once the header says which
         while True:
-            self._wait(lambda: self._note(cl.enqueue_copy(queue, header, control, is_blocking=True), "header",
-                                          "control", nbytes=header.nbytes))
+            words = self._read_header()
             if steps is None:
-                last, served = int(header[SEQUENCE]), int(header[SERVED]) == int(header[SEQUENCE])
-                steps = [step for step in script or () if step[1] < last or (step[1] == last and served)]
-            kind = int(header[KIND])
-            if header[ERROR] != 0 or kind == DONE:
+                steps = _steps_that_ran(script or [], words[SEQUENCE], words[SERVED] == words[SEQUENCE])
+            kind, (a, b, c) = words[KIND], words[ARG0:ARG2 + 1]
+            if words[ERROR] != 0 or kind == DONE:
                 break
+            if steps is script:
+                steps = list(steps)  # the script stays as it is: `plan` replays it
             if kind == LAUNCH:
-                number, trip = int(header[ARG0]), int(header[ARG1])
-                steps.append((LAUNCH, int(header[SEQUENCE]), number, trip, 0))
-                if trip > 0:
-                    self._launch(number, trip, control)
+                steps.append((LAUNCH, words[SEQUENCE], a, b, 0))
+                if b > 0:
+                    self._launch(a, b, control)
                     if self.counted is not None:
-                        self.counted.loop_launch(number, control)
+                        self.counted.loop_launch(a, control)
             elif kind == ALLOC:
-                self._alloc(int(header[ARG0]), int(header[ARG1]), fill=header[ARG2] == 0)
+                self._alloc(a, b, fill=c == 0)
             elif kind == GROW:
-                self._grow(int(header[ARG0]), int(header[ARG1]), int(header[ARG2]))
+                self._grow(a, b, c)
             elif kind == CLEAR:
-                steps.append((CLEAR, int(header[SEQUENCE]), int(header[ARG0]), int(header[ARG1]), int(header[ARG2])))
-                self._clear(int(header[ARG0]), int(header[ARG1]), int(header[ARG2]))
+                steps.append((CLEAR, words[SEQUENCE], a, b, c))
+                self._clear(a, b, c)
             else:
                 raise RuntimeError(f"the serial kernel made an unknown request {kind}")
-            self._resume(control, SERVED_BY_HOST)
-        self.script = steps if header[ERROR] == 0 and len(steps) <= MAX_REPLAYED else None
+            self._resume(SERVED_BY_HOST)
+        self.script = steps if words[ERROR] == 0 and len(steps) <= MAX_REPLAYED else None
+        return words
 
-    def _resume(self, control: Any, mode: int) -> None:
+    def _read_header(self) -> list[int]:
+        """Read the control buffer's header (a blocking copy), counting the wait in the profile; its words."""
+        header = self.header
+        if self.trace is None:
+            self.read(self.queue, self.control, header)
+        else:
+            start = time.perf_counter()
+            event = self.read(self.queue, self.control, header)
+            self.trace.call.wait_ms += (time.perf_counter() - start) * 1e3
+            self.trace.add(event, profiler.Launch("header", "control", bytes=header.nbytes))
+        return header.tolist()  # type: ignore[no-any-return]
+
+    def _resume(self, mode: int) -> None:
         """Run the serial kernel (`mode` START) or resume it: after the host served its request
         (SERVED_BY_HOST), or after a replayed step (REPLAYED: it goes on only if that step served it)."""
-        self._note(self._enqueue(self.serials[mode], (1,), (1,), self.base, [control, self.heap[0], np.int64(mode)]),
-                   "serial", "iz_serial", (1,), (1,))
+        self._issue(self.resumes[mode])
         if self.counted is not None:
             opencl_counters.add("serial_launches")
 
@@ -291,31 +343,38 @@ class Runner:
         number, kind, loop or site), taking the trip count or the bytes from the request, and the resume
         after it goes on only if it ran. A call whose requests differ from the script stops at the first
         difference, and the host serves the rest. Any launch size is right (a work item takes every
-        size-th iteration); `_groups` chooses one that suits a trip count larger than the script's."""
-        for kind, sequence, a, b, c in script:
-            if kind == LAUNCH:
-                self._launch(a, b, control, sequence=sequence)
-            else:
-                groups = self._groups(c // 8, GROUP_SIZE, replayed=True, reduces=False)
-                self._note(self._enqueue(self.clear, (groups * GROUP_SIZE,), None, NO_ARGUMENTS,
-                                         [self.sites[a][0], control, np.int64(a), np.int64(sequence)]),
-                           "fill", f"site {a} (replayed)", (groups * GROUP_SIZE,), (), c)
-            self._resume(control, REPLAYED)
+        size-th iteration); `_groups` chooses one that suits a trip count larger than the script's. The
+        commands are made once per script (`plan`), so that `_enqueue` finds their arguments set."""
+        if self.plan is None or self.plan[0] is not script:
+            commands: list[_Command] = []
+            for kind, sequence, a, b, c in script:
+                if kind == LAUNCH:
+                    commands.append(self._loop_command(a, b, control, sequence))
+                else:
+                    size = (self._groups(c // 8, GROUP_SIZE, replayed=True, reduces=False) * GROUP_SIZE,)
+                    commands.append(_Command(self.clear, size, None, False,
+                                             [self.sites[a][0], control, np.int64(a), np.int64(sequence)],
+                                             "fill", f"site {a} (replayed)", c))
+                commands.append(self.resumes[REPLAYED])
+            self.plan = (script, commands)
+        for command in self.plan[1]:
+            self._issue(command)
 
-    def _launch(self, number: int, trip: int, control: Any, sequence: int = 0) -> None:
-        """Launch loop `number` over `trip` iterations, or (`sequence` > 0) replay it for that request, `trip`
-        being the previous call's (`_groups` sizes both)."""
+    def _launch(self, number: int, trip: int, control: Any) -> None:
+        """Launch loop `number` over `trip` iterations."""
+        self._issue(self._loop_command(number, trip, control))
+
+    def _loop_command(self, number: int, trip: int, control: Any, sequence: int = 0) -> _Command:
+        """The launch of loop `number` over `trip` iterations, or (`sequence` > 0) its replay for that
+        request, `trip` being the previous call's (`_groups` sizes both)."""
         size, loop = self.program.group_size, self.program.loops[number]
         groups = self._groups(trip, size, replayed=sequence > 0, reduces=loop.accumulators > 0 or loop.atomics)
         words = groups * loop.accumulators
         if words > self.partials[1]:
-            self.partials = (self._buffer(AllocSite("i64", 0), words), words)
-        local = (size,) if words else None
-        name = self.program.loops[number].name + (" (replayed)" if sequence else "")
-        self._note(self._enqueue(self.loops[number], (groups * size,), local, self.base,
-                                 [control, self.partials[0], self.heap[0], np.int64(trip if not sequence else -1),
-                                  np.int64(sequence)]),
-                   "loop", name, (groups * size,), local or ())
+            self.partials, self.plan = (self._buffer(AllocSite("i64", 0), words), words), None
+        return _Command(self.loops[number], (groups * size,), (size,) if words else None, True,
+                        [control, self.partials[0], self.heap[0], np.int64(trip if not sequence else -1),
+                         np.int64(sequence)], "loop", loop.name + (" (replayed)" if sequence else ""))
 
     def _groups(self, count: int, size: int, replayed: bool, reduces: bool = True) -> int:
         """Work groups of `size` for a launch over `count` iterations: as many as it needs, at most
@@ -334,35 +393,47 @@ class Runner:
             return self.max_groups if reduces and self.where.is_gpu else max(groups, at_least)
         return groups
 
+    def _issue(self, command: _Command) -> None:
+        """Enqueue `command` (`_enqueue`), noting it in the profile."""
+        event = self._enqueue(command.kernel, command.global_size, command.local_size,
+                              self.base if command.common else NO_ARGUMENTS, command.rest)  # type: ignore[arg-type]
+        if self.trace is not None:
+            self.trace.add(event, profiler.Launch(command.kind, command.name, command.global_size,
+                                                  command.local_size or (), command.nbytes))
+
     def _enqueue(self, kernel: Any, global_size: tuple[int, ...], local_size: tuple[int, ...] | None,
                  base: list[object], rest: list[object]) -> Any:
         """Launch `kernel` on the arguments `base` then `rest`, setting only those that differ from its
         previous launch: a serial kernel is launched again after every request, with the same arguments, and
         setting some forty of them costs more than the launch on a GPU. `base` (the entry's arguments and
-        the sites' buffers, `_base_args`) is one list object as long as it does not change, so only `rest`
-        is compared then. Buffers are compared by identity, scalars by type and bits (-0.0 is not 0.0). The
-        arguments kept keep the previous call's argument buffers alive until the next call replaces them."""
+        the sites' buffers, `_base_args`) is one list object as long as it does not change, and so is the
+        `rest` of a command made once (`_Command`): when both are the lists of the previous launch nothing
+        is compared, when `base` is only `rest` is (no list given here is changed afterwards). Buffers are
+        compared by identity, scalars by type and bits (-0.0 is not 0.0). The arguments kept keep the
+        previous call's argument buffers alive until the next call replaces them."""
         previous = self.kernel_args.get(kernel)
-        if previous is None or len(previous[0]) + len(previous[1]) != len(base) + len(rest):
-            for index, new in enumerate([*base, *rest]):
-                _set_arg(kernel, index, new)
-        elif previous[0] is base:
-            for index, (old, new) in enumerate(zip(previous[1], rest)):
-                if not _same(old, new):
-                    _set_arg(kernel, len(base) + index, new)
-        else:
-            for index, (old, new) in enumerate(zip([*previous[0], *previous[1]], [*base, *rest])):
-                if not _same(old, new):
+        if previous is None or previous[0] is not base or previous[1] is not rest:
+            if previous is None or len(previous[0]) + len(previous[1]) != len(base) + len(rest):
+                for index, new in enumerate([*base, *rest]):
                     _set_arg(kernel, index, new)
-        self.kernel_args[kernel] = (base, rest)
-        return import_pyopencl().enqueue_nd_range_kernel(self.queue, kernel, global_size, local_size)
+            elif previous[0] is base:
+                for index, (old, new) in enumerate(zip(previous[1], rest)):
+                    if not _same(old, new):
+                        _set_arg(kernel, len(base) + index, new)
+            else:
+                for index, (old, new) in enumerate(zip([*previous[0], *previous[1]], [*base, *rest])):
+                    if not _same(old, new):
+                        _set_arg(kernel, index, new)
+            self.kernel_args[kernel] = (base, rest)
+        return self.enqueue_kernel(self.queue, kernel, global_size, local_size)
 
     def _base_args(self, args: list[object]) -> list[object]:
         """The arguments every program kernel takes first: the entry's `args`, then each site's buffer; the
         list of the previous call (or request) when they are the same, so that `_enqueue` skips them."""
         base = [*args, *(buffer for buffer, _ in self.sites)]
         previous = self.base
-        if previous is not None and len(previous) == len(base) and all(map(_same, previous, base)):
+        if previous is not None and len(previous) == len(base) and (all(map(operator.is_, previous, base))
+                                                                    or all(map(_same, previous, base))):
             return previous
         return base
 
@@ -430,7 +501,7 @@ class Runner:
         if self.counted is not None:
             self.counted.site_elements[site] = count
         if self.sites[site][1] < count:
-            self.sites[site] = (self._buffer(self.program.allocs[site], count), count)
+            self.sites[site], self.plan = (self._buffer(self.program.allocs[site], count), count), None
             self.base = self._base_args(self.entry_args)
         if fill:
             self._fill(site, 0, count)
@@ -444,113 +515,49 @@ class Runner:
         if old:
             self._note(cl.enqueue_copy(self.queue, buffer, self.sites[site][0], byte_count=old * itemsize), "grow",
                        f"site {site}", nbytes=old * itemsize)
-        self.sites[site] = (buffer, new)
+        self.sites[site], self.plan = (buffer, new), None
         self.base = self._base_args(self.entry_args)
         self._fill(site, old, new)
 
 
-_profiling_queues: dict[str, Any] = {}
-
-
-def profiling_queue(where: Device) -> Any:
-    """A second queue of `where`'s context with profiling enabled, made once (`profiler.py`)."""
-    if where.name not in _profiling_queues:
-        cl = import_pyopencl()
-        _profiling_queues[where.name] = cl.CommandQueue(
-            where.context, properties=cl.command_queue_properties.PROFILING_ENABLE)
-    return _profiling_queues[where.name]
-
-
-class _Trace:
-    """The profile of one call being made: its commands' events, read when the call has finished."""
-
-    def __init__(self, name: str, device_name: str) -> None:
-        self.call = profiler.CallProfile(name, device_name)
-        self.events: list[tuple[Any, profiler.Launch]] = []
-        self.start = time.perf_counter()
-
-    def add(self, event: Any, launch: profiler.Launch) -> None:
-        self.events.append((event, launch))
-        self.call.launches.append(launch)
-
-    def finish(self) -> None:
-        """Read the events' times (every command has completed: the call ended with `finish`) and record."""
-        self.call.wall_ms = (time.perf_counter() - self.start) * 1e3
-        for event, launch in self.events:
-            event.wait()
-            launch.device_ms = (event.profile.end - event.profile.start) * 1e-6
-        profiler.record(self.call)
-
-
-@functools.cache
-def _access_sets(source: str, loops: int) -> tuple[list[opencl_counters.AccessSet], opencl_counters.AccessSet]:
-    return opencl_counters.access_sets(source, loops)
-
-
-@dataclass
-class _CountedCall:
-    """What one call's counters need: the arguments' bytes, each local array site's elements so far, and
-    the control buffer (the extents of views into arenas are saved there)."""
-
-    runner: Runner
-    argument_bytes: list[int]
-    site_elements: dict[int, int]
-    control: Any = None
-
-    @staticmethod
-    def start(runner: Runner, values: Sequence[object], uploads: list[np.ndarray],
-              copies: list[tuple[Any, np.ndarray, int]]) -> _CountedCall:
-        program = runner.program
-        opencl_counters.add("calls")
-        opencl_counters.add("buffer_allocations", len(uploads))
-        opencl_counters.add("host_copy_bytes", sum(array.nbytes for array in uploads)
-                            + sum(array.nbytes for _, array, _ in copies))
-        key = f"{program.serial}:{sha256(program.source.encode()).hexdigest()[:12]}"
-        for stats in opencl_counters.active():
-            stats.programs[key] = len(program.loops)
-            stats.serial_prange_loops[key] = len(program.serial_loops)
-        sizes = [int(getattr(value, "nbytes", 0)) if isinstance(ty, ArrayType) else 0
-                 for ty, value in zip(runner.types, values, strict=True)]
-        return _CountedCall(runner, sizes, {})
-
-    def bytes_of(self, arrays: frozenset[opencl_counters.ArrayRef], words: np.ndarray) -> int:
-        total = 0
-        for array in arrays:
-            if array.kind == "argument":
-                total += self.argument_bytes[array.index]
-            elif array.kind == "view":
-                total += int(np.prod([max(int(words[w]), 0) for w in array.words])) * array.itemsize
-            else:
-                itemsize = np.dtype(_SCALAR_DTYPES[self.runner.program.allocs[array.index].element]).itemsize
-                total += self.site_elements.get(array.index, 0) * itemsize
-        return total
-
-    def control_words(self, control: Any) -> np.ndarray:
-        """The control buffer's words now (a blocking copy: only while counting)."""
-        words = np.zeros(self.runner.program.control_words, dtype=np.int64)
-        import_pyopencl().enqueue_copy(self.runner.queue, words, control, is_blocking=True)
-        return words
-
-    def loop_launch(self, number: int, control: Any) -> None:
-        program = self.runner.program
-        access = _access_sets(program.source, len(program.loops))[0][number]
-        words = self.control_words(control)
-        opencl_counters.add("loop_launches")
-        opencl_counters.add("loop_bytes_read", self.bytes_of(access.reads, words))
-        opencl_counters.add("loop_bytes_written", self.bytes_of(access.writes, words))
-        for stats in opencl_counters.active():
-            stats.launches_by_kernel[program.loops[number].name] += 1
-
-    def finish(self, control: Any) -> None:
-        program = self.runner.program
-        access = _access_sets(program.source, len(program.loops))[1]
-        words = self.control_words(control)
-        opencl_counters.add("serial_bytes_read", self.bytes_of(access.reads, words))
-        opencl_counters.add("serial_bytes_written", self.bytes_of(access.writes, words))
-
-
 NO_ARGUMENTS: list[object] = []
 """The `base` of a kernel that takes none of the program's common arguments (`iz_clear`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Command:
+    """A launch the runner may make again with the same arguments (`Runner._issue`)."""
+
+    kernel: Any
+    global_size: tuple[int, ...]
+    local_size: tuple[int, ...] | None
+    common: bool
+    """Whether the kernel takes the program's common arguments (`Runner.base`) before `rest`."""
+    rest: list[object]
+    """Its other arguments: one list, never changed, so that `Runner._enqueue` skips it by identity."""
+    kind: str
+    name: str
+    """What the profile calls it (`profiler.Launch`)."""
+    nbytes: int = 0
+
+
+def _blocking_read(cl: Any) -> Callable[[Any, Any, np.ndarray], Any]:
+    """`read(queue, buffer, host)`: a blocking copy of `host.nbytes` bytes from the start of `buffer`, through
+    the read that pyopencl's `enqueue_copy` calls (`_cl._enqueue_read_buffer`) where this pyopencl has it:
+    `enqueue_copy` sorting its arguments out took 4 of a small call's 80 us on PoCL."""
+    read = getattr(getattr(cl, "_cl", None), "_enqueue_read_buffer", None)
+    if read is None:
+        return lambda queue, buffer, host: cl.enqueue_copy(queue, host, buffer, is_blocking=True)
+    return functools.partial(read, is_blocking=True)
+
+
+def _steps_that_ran(script: list[Step], last: int, served: bool) -> list[Step]:
+    """The steps of `script` that ran in a call whose last request is number `last` (`served`: whether the
+    host or a replayed step served it): those before it, and it if served; `script` itself when all did
+    (its steps are in request order)."""
+    if not script or script[-1][1] < last or (script[-1][1] == last and served):
+        return script
+    return [step for step in script if step[1] < last or (step[1] == last and served)]
 
 
 def _set_arg(kernel: Any, index: int, value: object) -> None:
@@ -570,7 +577,7 @@ def _same(old: object, new: object) -> bool:
                           and old.tobytes() == new.tobytes())  # type: ignore[attr-defined]
 
 
-def _python_scalar(ty: ScalarType, word: np.int64) -> object:
+def _python_scalar(ty: ScalarType, word: int) -> object:
     """The return value from its control word (the bits of a float; f32 in the low half)."""
     if ty.is_bool:
         return bool(word)

@@ -31,9 +31,13 @@ import contextlib
 import os
 import statistics
 import sys
+import time
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
+
+from isozyme.runtime.opencl_device import Device, import_pyopencl
 
 
 @dataclass
@@ -180,6 +184,40 @@ def active() -> bool:
 def record(call: CallProfile) -> None:
     for recorded in _active:
         recorded.calls.append(call)
+
+
+_profiling_queues: dict[str, Any] = {}
+
+
+def profiling_queue(where: Device) -> Any:
+    """A second queue of `where`'s context with profiling enabled, made once: the runner's while a profile is
+    active (module docstring)."""
+    if where.name not in _profiling_queues:
+        cl = import_pyopencl()
+        _profiling_queues[where.name] = cl.CommandQueue(
+            where.context, properties=cl.command_queue_properties.PROFILING_ENABLE)
+    return _profiling_queues[where.name]
+
+
+class CallTrace:
+    """The profile of one call being made: its commands' events, read when the call has finished."""
+
+    def __init__(self, name: str, device_name: str) -> None:
+        self.call = CallProfile(name, device_name)
+        self.events: list[tuple[Any, Launch]] = []
+        self.start = time.perf_counter()
+
+    def add(self, event: Any, launch: Launch) -> None:
+        self.events.append((event, launch))
+        self.call.launches.append(launch)
+
+    def finish(self) -> None:
+        """Read the events' times (every command has completed: the call ended with `finish`) and record."""
+        self.call.wall_ms = (time.perf_counter() - self.start) * 1e3
+        for event, launch in self.events:
+            event.wait()
+            launch.device_ms = (event.profile.end - event.profile.start) * 1e-6
+        record(self.call)
 
 
 def _start_from_environment() -> None:
