@@ -69,9 +69,10 @@ def transpose(xt: Array[FLOAT, 2], x: Array[FLOAT, 2]):
 
 
 @iz.kernel
-def log_sum_exps(main_term: Array[FLOAT], n: i64) -> FLOAT:
-    # sum over the points i of logsumexp over k of main_term[k * n + i] (component-major pairs)
-    K = main_term.shape[0] // n
+def log_sum_exps(main_term: Array[FLOAT], n: i64, K: i64) -> FLOAT:
+    # sum over the points i of logsumexp over k of main_term[k * n + i] (component-major pairs); K an argument,
+    # not main_term's length over n: a trip count from a division is not known when the kernel starts, and
+    # the reverse pass would count the runs of the inner loops from one point to the next (a serial loop)
     slse = 0.0
     for i in iz.prange(n):
         mx = main_term[i]
@@ -135,7 +136,7 @@ def gmm_pairs(alphas: Array[FLOAT], means: Array[FLOAT, 2], icf: Array[FLOAT, 2]
             norm += v * v
         main_term[t] = alphas[k] + sum_qs[k] - 0.5 * norm
     rest = weights_and_prior(alphas, qdiag, sum_qs, icf, wishart_gamma, wishart_m, log_gamma_d, n)
-    return log_sum_exps(main_term, n) + rest
+    return log_sum_exps(main_term, n, K) + rest
 
 
 @iz.kernel
@@ -174,7 +175,7 @@ def gmm_pairs_qmu(alphas: Array[FLOAT], means: Array[FLOAT, 2], icf: Array[FLOAT
             norm += v * v
         main_term[t] = alphas[k] + sum_qs[k] - 0.5 * norm
     rest = weights_and_prior(alphas, qdiag, sum_qs, icf, wishart_gamma, wishart_m, log_gamma_d, n)
-    return log_sum_exps(main_term, n) + rest
+    return log_sum_exps(main_term, n, K) + rest
 
 
 @iz.kernel
@@ -216,7 +217,7 @@ def gmm_staged(alphas: Array[FLOAT], means: Array[FLOAT, 2], icf: Array[FLOAT, 2
             norm += y[row, t] * y[row, t]
         main_term[t] = alphas[k] + sum_qs[k] - 0.5 * norm
     rest = weights_and_prior(alphas, qdiag, sum_qs, icf, wishart_gamma, wishart_m, log_gamma_d, n)
-    return log_sum_exps(main_term, n) + rest
+    return log_sum_exps(main_term, n, K) + rest
 
 
 @iz.kernel
