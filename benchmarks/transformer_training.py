@@ -2,7 +2,7 @@
 part 4).
 
     python benchmarks/transformer_training.py [--depths 1,2,3,4] [--steps 100] [--threads N]
-        [--backend llvm|opencl] [--variants strict,reassoc,contract,afn,checkpoint] [--interleave] [--quick]
+        [--backend llvm|opencl] [--variants strict,reassoc,contract,afn,checkpoint,pairs] [--interleave] [--quick]
         [--json FILE]
 
 The model of `examples/transformer.py` (d_model 64, 4 heads, sequence 64, batch 16, vocabulary 128, MLP
@@ -24,6 +24,10 @@ spinning threads; `--interleave` takes turns anyway):
 - `isozyme checkpointed reassoc+contract+afn` (`checkpoint`): `transformer_loss_checkpointed`, each layer
   of each chunk of the batch two split-mode calls whose reverse runs the block's forward again, and each
   chunk's loss one (the example's docstring, "Checkpointing"), with the flags of `afn`;
+- `isozyme pairs` (`pairs`, `--backend opencl` only): `benchmarks/transformer_gpu_kernels.py`'s
+  `transformer_loss_pairs`, the same model written for a GPU (every stage a parallel loop over the
+  (feature, token) pairs of its output, the parameters one flat vector), trained by its `GpuTrainer` with
+  every array on the device (the batch copied in, untimed);
 - `torch eager`: `examples/transformer.py`'s `torch_loss`, `backward`, `torch.optim.Adam`, on
   `--threads` threads (`torch.set_num_threads`);
 - `torch.compile`: the same with `torch.compile(torch_loss)` (the backward compiled with it by AOTAutograd;
@@ -31,7 +35,7 @@ spinning threads; `--interleave` takes turns anyway):
 
 With `--backend opencl` isozyme runs on `ISOZYME_OPENCL_DEVICE` (its arrays copied in and out on every
 call: numpy arguments) and PyTorch on CUDA when it has a GPU (else on the CPU); `reassoc`, `contract`, `afn`
-and `checkpoint` are LLVM options and are left out there.
+and `checkpoint` are LLVM options and are left out there, and `pairs` runs only there.
 
 Time per step: the median over the steps after the first (which compiles), `perf_counter` around the whole
 step (on CUDA, after a synchronize). Checks, outside the timed region: every variant's loss curve (all the
@@ -70,7 +74,7 @@ FULL = dict(vocab=128, d_model=64, heads=4, hidden=256, seq=64, batch=16, chunks
 QUICK = dict(vocab=16, d_model=16, heads=2, hidden=32, seq=8, batch=2, chunks=2)
 
 
-VARIANTS = ("strict", "reassoc", "contract", "afn", "checkpoint")
+VARIANTS = ("strict", "reassoc", "contract", "afn", "checkpoint", "pairs")
 """isozyme's variants, by their `--variants` names (module docstring)."""
 
 
@@ -85,6 +89,9 @@ def loss_kernels(variants: list[str]) -> dict[str, iz.Kernel]:
                "afn": ("isozyme reassoc+contract+afn", iz.kernel(fastmath=fast)(transformer_loss.py_func)),
                "checkpoint": ("isozyme checkpointed reassoc+contract+afn",
                               iz.kernel(fastmath=fast)(transformer_loss_checkpointed.py_func))}
+    if "pairs" in variants:
+        from transformer_gpu_kernels import transformer_loss_pairs
+        kernels["pairs"] = ("isozyme pairs", transformer_loss_pairs)
     return dict(kernels[variant] for variant in variants)
 
 
@@ -120,6 +127,14 @@ def runners(config, batches, kernels: dict[str, iz.Kernel], backend: str) -> lis
     synchronize = torch.cuda.synchronize if device == "cuda" else None
     made: list[Runner] = []
     for name, kernel in kernels.items():
+        if name == "isozyme pairs":
+            from transformer import Batch
+            from transformer_gpu_kernels import GpuTrainer
+
+            gpu = GpuTrainer(params.copy(), Adam())
+            moved = [Batch(iz.to_device(batch.tokens), iz.to_device(batch.targets)) for batch in batches]
+            made.append(Runner(name, lambda k, gpu=gpu, moved=moved: gpu.step(moved[k])))
+            continue
         trainer = Trainer(params.copy(), Adam(), backend=backend, loss_kernel=kernel)
         made.append(Runner(name, lambda k, trainer=trainer: trainer.step(batches[k])))
     for name, compile in (("torch eager", False), ("torch.compile", True)):
@@ -235,8 +250,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
     parser.add_argument("--backend", choices=("llvm", "opencl"), default="llvm")
-    parser.add_argument("--variants", default="strict,reassoc,contract,afn,checkpoint",
-                        help="isozyme's: strict, reassoc, contract, afn, checkpoint (all but strict llvm only)")
+    parser.add_argument("--variants", default="strict,reassoc,contract,afn,checkpoint,pairs",
+                        help="isozyme's: strict, reassoc, contract, afn, checkpoint (llvm only), pairs (opencl only)")
     parser.add_argument("--quick", action="store_true", help="a tiny model, at most 2 layers and 5 steps")
     parser.add_argument("--interleave", action="store_true", help="variants take turns step by step")
     parser.add_argument("--json", metavar="FILE")
@@ -244,8 +259,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     depths = [int(depth) for depth in options.depths.split(",")]
-    variants = [v for v in options.variants.split(",")
-                if v and not (options.backend == "opencl" and v != "strict")]
+    variants = [v for v in options.variants.split(",")  # LLVM's options on llvm, the GPU's kernel on OpenCL
+                if v and (v in ("strict", "pairs") if options.backend == "opencl" else v != "pairs")]
     if any(v not in VARIANTS for v in variants) or not variants:
         parser.error(f"--variants must name some of {', '.join(VARIANTS)}, got {options.variants!r}")
     steps, sizes = (min(options.steps, 5), QUICK) if options.quick else (options.steps, FULL)

@@ -344,6 +344,25 @@ def test_transformer_training_checks_every_loss_curve(tmp_path: Path, monkeypatc
     assert row["variants"]["torch.compile"]["check"]["passed"] is True
 
 
+@needs_opencl
+def test_transformer_training_trains_the_gpu_kernel_on_opencl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--backend opencl --variants pairs`: `transformer_gpu_kernels.GpuTrainer` trains on the device and its
+    loss curve is checked against torch eager's like any variant's (a wrong curve failing the row is
+    `test_transformer_training_checks_every_loss_curve`'s)."""
+    torch = pytest.importorskip("torch")
+    import transformer_training
+
+    threads = (iz.get_num_threads(), torch.get_num_threads())
+    monkeypatch.setattr(transformer_training, "main", _restoring_threads(transformer_training.main, threads))
+    arguments = ["--quick", "--depths", "2", "--steps", "3", "--backend", "opencl", "--variants", "pairs",
+                 "--threads", "1", "--json", str(tmp_path / "pairs.json")]
+    assert transformer_training.main(arguments) == 0
+    variants = json.loads((tmp_path / "pairs.json").read_text())["rows"][0]["variants"]
+    assert set(variants) == {"isozyme pairs", "torch eager", "torch.compile"}
+    pairs = variants["isozyme pairs"]
+    assert pairs["check"]["passed"] and len(pairs["losses"]) == 3
+
+
 # --- ba_gpu.py -------------------------------------------------------------------------------------------------
 
 @needs_opencl

@@ -17,7 +17,9 @@ CI (PoCL) the same tests run once each at small sizes.
   at ADBench's sizes n=1000 d=10 K=25, n=1000 d=64 K=100 and n=100k d=10 K=25, against the llvm gradient of
   examples/gmm.py's serial kernel;
 - ADBench's GMM, BA (sum of squares) and LSTM gradients (isozyme/benchmark_suite) at their sizes;
-- the examples' kernels and gradients (heat, matvec, the MLP, norm).
+- the examples' kernels and gradients (heat, matvec, the MLP, norm);
+- the transformer written for a GPU (benchmarks/transformer_gpu_kernels.py), 2 layers at the benchmark's
+  sizes, against examples/transformer.py's gradient.
 
 Every comparison is with the llvm backend on the same inputs, to 1e-10 of the largest magnitude (the order
 of float additions in reductions and atomic adds differs).
@@ -207,6 +209,35 @@ def test_gmm_gpu_gradient_matches_the_serial_kernel(n: int, d: int, k: int, kern
             got = gradient(_gmm_gpu_kernel(kernel), "opencl")
         for name, a, b in zip(("value", "d_alphas", "d_means", "d_icf"), got, expected, strict=True):
             assert_close(a, b, f"GMM {kernel} n={n} d={d} K={k}, call {call + 1}: {name}")
+
+
+def test_transformer_pairs_gradient_matches_the_example() -> None:
+    """benchmarks/transformer_gpu_kernels.py's `transformer_loss_pairs` (every stage a parallel loop over the
+    (feature, token) pairs, the parameters one flat vector, the weights' adjoints warp sums and atomic adds)
+    against the gradient of examples/transformer.py's `transformer_loss` on llvm: 2 layers, the benchmark's
+    sizes on a GPU; every prange loop in parallel."""
+    import transformer_gpu_kernels
+
+    transformer = load_example("transformer")
+    sizes = dict(vocab=128, d_model=64, heads=4, hidden=256, seq=64, batch=16) if real_sizes() else \
+        dict(vocab=16, d_model=8, heads=2, hidden=12, seq=6, batch=3)
+    config = transformer.Config(layers=2, **sizes)
+    params = transformer.init_parameters(config, seed=0)
+    params.flat[:] += 0.05 * np.random.default_rng(3).standard_normal(params.flat.shape)  # biases not 0
+    batch = transformer.make_batches(config, 1)[0]
+    grad = transformer.Parameters(config)
+    shadowed = [iz.Duplicated(p, g) for p, g in zip(params.arrays(), grad.arrays(), strict=True)]
+    loss, _ = iz.autodiff(transformer.transformer_loss, batch.tokens, batch.targets, config.heads, config.head_dim,
+                          *shadowed, backend="llvm")
+    for call in range(repeats()):
+        flat_grad = np.zeros_like(params.flat)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", SerialLoopWarning)  # every prange loop runs in parallel
+            got, _ = iz.autodiff(transformer_gpu_kernels.transformer_loss_pairs, batch.tokens, batch.targets,
+                                 config.heads, config.head_dim, config.layers, config.hidden, config.vocab,
+                                 iz.Duplicated(params.flat.copy(), flat_grad), backend="opencl")
+        assert_close(got, loss, f"transformer pairs, call {call + 1}: loss")
+        assert_close(flat_grad, grad.flat, f"transformer pairs, call {call + 1}: gradient")
 
 
 def test_ba_parallel_gradient_matches_the_serial_kernel() -> None:
