@@ -25,6 +25,7 @@ that layer, which import each other not at all; each module imports only modules
   `llvm_vector_math`: "afn" math functions with their vector versions (glibc's libmvec)
   `opencl_function`: `FunctionRenderer`: the walk over one function after out-of-SSA
   `opencl_control`: what the host and the kernels agree on: control buffer words, requests, alloc sites
+  `serial_liveness`: which scalars the serial kernel saves and restores across each yield to the host
 - `opencl_language`: C and OpenCL C details as class attributes (`CRenderer`, `OpenCLRenderer`)
   `out_of_ssa`: phis become copies, for the C-style renderers
   `parallel_loops`: which `prange` loops run as NDRange kernels, and how

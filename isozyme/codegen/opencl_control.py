@@ -74,12 +74,17 @@ class Layout:
     def __init__(self, first: int) -> None:
         self.words: dict[tuple[Value, int], int] = {}
         self.next = first
+        self.recording: set[tuple[Value, int]] | None = None
+        """The words `word` was asked for since recording started (a set), or None: what a loop kernel
+        reads, which its launch must save (`opencl_serial.SerialRenderer.check_launch_reads`)."""
 
     def add(self, value: Value, part: int = -1) -> None:
         self.words[(value, part)] = self.next
         self.next += 1
 
     def word(self, value: Value, part: int = -1) -> str:
+        if self.recording is not None:
+            self.recording.add((value, part))
         return f"ctl[{self.words[(value, part)]}]"
 
     def load(self, value: Value) -> str:

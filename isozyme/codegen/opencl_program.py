@@ -38,7 +38,8 @@ kernel that the host did not order (`served` 0) goes on only if its pending LAUN
 replay whose steps differ from the call's requests stops at the first difference and leaves the request
 for the host.
 
-A resume restores every variable and jumps to the point it stopped at (`RESTORE`, then a `switch`). A
+A yield saves the variables live after it, a resume restores them and jumps to the point it stopped at
+(`RESTORE`, then a `switch`; `serial_liveness.py`). A
 failing check anywhere writes the error record (the first work item claims it) and stops; the host
 raises the site's exception. Called functions are plain C functions; local arrays in them and in parallel
 loops are private arrays of constant extents (a parallel loop's larger ones are scratch slices), and a call
@@ -159,7 +160,12 @@ def emit_opencl(module: Module, entry: Function, options: CodegenOptions, writab
     if group_size < 1 or group_size & (group_size - 1):
         raise CodegenError(f"the work-group size must be a power of two, not {group_size}")
     bodies = [BodyRenderer(lang, entry, plan, loop, serial, reduction, group_size) for loop in loops]
-    body_lines = [["", *body.render(), "", *body.kernel()] for body in bodies]
+    body_lines: list[list[str]] = []
+    for body in bodies:
+        serial.layout.recording = set()
+        body_lines.append(["", *body.render(), "", *body.kernel()])
+        serial.check_launch_reads(body.loop, serial.layout.recording)
+    serial.layout.recording = None
     lines = [*lang.prelude_lines, *lang.helpers(), "", *render_called_functions(lang, plans)]
     for body in body_lines:
         lines += body

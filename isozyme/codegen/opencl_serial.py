@@ -2,9 +2,10 @@
 yields to the host for every launch of a parallel loop, every local array and every grow
 (`opencl_program.py` describes the execution).
 
-The serial kernel saves every variable in the control buffer (`opencl_control.py`) before it returns to
-the host, and a resume restores them all and jumps to the point it stopped at (`RESTORE`, then a
-`switch`), so it continues as if it had never stopped. The blocks of a parallel loop other than its header
+Before it returns to the host the serial kernel saves in the control buffer (`opencl_control.py`) the
+scalars live after that point and the local arrays' extents (`serial_liveness.py`; and what the loop kernel
+it launches reads), and the resume restores them and jumps to the point it stopped at (`RESTORE`, then a
+`switch` whose case restores that point's scalars), so it continues as if it had never stopped. The blocks of a parallel loop other than its header
 are never run here: the host runs them as the loop's kernel (`opencl_loop_kernels.py`).
 """
 
@@ -41,7 +42,8 @@ from isozyme.codegen.opencl_language import OpenCLRenderer
 from isozyme.codegen.opencl_lowerings import LOWERINGS, check_shape, check_size, lower_alloc, lower_view
 from isozyme.codegen.out_of_ssa import OutOfSSA
 from isozyme.codegen.parallel_loops import ParallelLoop
-from isozyme.ssa.ir import Block, Function, Instruction
+from isozyme.codegen.serial_liveness import SerialLiveness
+from isozyme.ssa.ir import Block, Function, Instruction, Value
 from isozyme.ssa.ops import Op
 from isozyme.ssa.types import ArrayType, ScalarType
 
@@ -68,6 +70,11 @@ class SerialRenderer(FunctionRenderer):
         self.capacities = 0
         """The first of the control words holding each site's buffer capacity (`request_alloc`)."""
         self.resumes = 0
+        self.liveness: SerialLiveness | None = None
+        self.current: Instruction | ParallelLoop | None = None
+        """The instruction being rendered, or the loop whose launch is (`request`: what is live there)."""
+        self.restores: dict[int, list[tuple[Value, int]]] = {}
+        """The words each resume restores beyond those restored at every resume (`_restore`)."""
         for loop in loops:
             for alloc, kind in loop.scratch.items():
                 if kind == "inner":
@@ -99,6 +106,7 @@ class SerialRenderer(FunctionRenderer):
     def render(self) -> list[str]:
         self.declare_all()
         self._plan_layout()
+        self.liveness = SerialLiveness(self.function, self.loops, self.hidden)
         self.capacities = self.layout.next
         self.layout.next += len(self.allocs)
         self.render_blocks([block for block in self.blocks if block not in self.hidden])
@@ -106,9 +114,10 @@ class SerialRenderer(FunctionRenderer):
             self._launch(loop)
         trap = register_site(self.lang.sites, ErrorSite("assert", None, "prange", {
             "message": "internal error: the serial kernel reached the body of a parallel loop"}))
-        self.lines += ["L_trap:;", f"  err[0] = {trap}; return;", "SAVE:;", *self._save(), "  return;",
-                       "RESTORE:;", *self._restore(), "  switch (ctl[1]) {",
-                       *(f"    case {r}: goto R{r};" for r in range(1, self.resumes + 1)), "  }", "  goto L_trap;"]
+        cases = [" ".join([f"    case {r}:", *(self._load(key) for key in self.restores[r]), f"goto R{r};"])
+                 for r in range(1, self.resumes + 1)]
+        self.lines += ["L_trap:;", f"  err[0] = {trap}; return;", "RESTORE:;", *self._restore(),
+                       f"  switch (ctl[{RESUME}]) {{", *cases, "  }", "  goto L_trap;"]
         params = [*kernel_params(self.lang, self.function), *self.site_params(), "__global long* ctl",
                   "__global long* heap", "long served"]
         head = [f"__kernel void iz_serial({', '.join(params)}) {{", f"  __global long* err = ctl + {ERROR};",
@@ -143,26 +152,64 @@ class SerialRenderer(FunctionRenderer):
                 elif not inst.type.is_void:
                     self.layout.add(inst)
 
-    def _save(self) -> list[str]:
-        lines = []
-        for (value, part), word in self.layout.words.items():
-            if part >= 0:
-                lines.append(f"  ctl[{word}] = {self.names[value]}_d{part};")
-            else:
-                lines.append("  " + store_word(value.type, f"ctl[{word}]", self.names[value]))
-        return lines
+    def render_instruction(self, block: Block, inst: Instruction) -> None:
+        self.current = inst
+        super().render_instruction(block, inst)
+
+    def _always(self) -> list[tuple[Value, int]]:
+        """The words every yield saves and every resume restores: local arrays' extents and views' offsets
+        (`serial_liveness.py`)."""
+        keys = [(value, part) for value, part in self.layout.words if part >= 0]
+        for value, part in self.layout.words:
+            if part >= 0 and isinstance(value, Instruction) and value.op is Op.VIEW:
+                offset = value.operands[-1]
+                if (offset, -1) in self.layout.words and (offset, -1) not in keys:
+                    keys.append((offset, -1))
+        return keys
+
+    def _live_here(self) -> list[tuple[Value, int]]:
+        """The scalars live at the yield being rendered (`current`), as layout keys, in layout order."""
+        assert self.liveness is not None
+        current = self.current
+        if isinstance(current, ParallelLoop):
+            live = self.liveness.at_launch(current)
+        else:
+            assert current is not None, "a yield outside any instruction"
+            live = self.liveness.after(current)
+        return [(value, part) for value, part in self.layout.words if part < 0 and value in live]
+
+    def _store(self, key: tuple[Value, int]) -> str:
+        value, part = key
+        word = f"ctl[{self.layout.words[key]}]"
+        if part >= 0:
+            return f"{word} = {self.names[value]}_d{part};"
+        return store_word(value.type, word, self.names[value])
+
+    def _load(self, key: tuple[Value, int]) -> str:
+        value, part = key
+        word = f"ctl[{self.layout.words[key]}]"
+        if part >= 0:
+            return f"{self.names[value]}_d{part} = {word};"
+        return f"{self.names[value]} = {load_word(value.type, word)};"
 
     def _restore(self) -> list[str]:
+        """What every resume restores: the sites' buffers, the words of `_always`, and the views' pointers."""
         lines = [f"  {self.names[alloc]} = s{site};" for alloc, site in self.site_of.items()]
-        for (value, part), word in self.layout.words.items():
-            if part >= 0:
-                lines.append(f"  {self.names[value]}_d{part} = ctl[{word}];")
-            else:
-                lines.append(f"  {self.names[value]} = {load_word(value.type, f'ctl[{word}]')};")
+        lines += ["  " + self._load(key) for key in self._always()]
         for view in self.function.instructions():  # after the arenas and the offsets
             if view.op is Op.VIEW and view.block not in self.hidden:
                 lines.append(f"  {self.names[view]} = {view_pointer(self, view, self.name(view.operands[-2]))};")
         return lines
+
+    def check_launch_reads(self, loop: ParallelLoop, reads: set[tuple[Value, int]]) -> None:
+        """CodegenError unless every control word loop `loop`'s kernel read (`Layout.recording`) is saved at
+        its launch: a word left out would hand the kernel a stale value."""
+        assert self.liveness is not None
+        saved = set(self._always()) | {(value, -1) for value in self.liveness.at_launch(loop)}
+        missing = [self.names[value] + ("" if part < 0 else f"_d{part}") for value, part in reads - saved]
+        if missing:
+            raise CodegenError(f"internal error: the kernel of parallel loop {loop.number} reads {', '.join(missing)}, "
+                               "which its launch does not save")
 
     def request_alloc(self, alloc: Instruction, count: str, inner: bool) -> None:
         """Make the site of `alloc` hold `count` elements: ask the host to allocate (ALLOC) only when its
@@ -199,11 +246,17 @@ class SerialRenderer(FunctionRenderer):
         self.resumes += 1
         words = "".join(f" ctl[{ARG0 + i}] = {arg};" for i, arg in enumerate(args))
         count = f" ctl[{SEQUENCE}] += 1;" if kind in (LAUNCH, CLEAR) else ""
-        self.emit(f"ctl[{KIND}] = {kind};{words} ctl[{RESUME}] = {self.resumes};{count} goto SAVE;")
+        live = self._live_here()
+        self.restores[self.resumes] = live
+        self.emit(f"ctl[{KIND}] = {kind};{words} ctl[{RESUME}] = {self.resumes};{count}")
+        for key in [*self._always(), *live]:  # save what the resume restores (and the loop kernel reads)
+            self.emit(self._store(key))
+        self.emit("return;")
         return self.resumes
 
     def _launch(self, loop: ParallelLoop) -> None:
         self.lines.append(f"P{loop.number}:;")
+        self.current = loop
         trip = self.name(loop.trip)
         anchor = next(p for p in loop.header.phis if "parallel" in p.flags)
         self.check(f"{trip} >= 0", anchor, "assert", [], message="a prange loop whose trip count is negative "
