@@ -5,8 +5,9 @@ yields to the host for every launch of a parallel loop, every local array and ev
 Before it returns to the host the serial kernel saves in the control buffer (`opencl_control.py`) the
 scalars live after that point and the local arrays' extents (`serial_liveness.py`; and what the loop kernel
 it launches reads), and the resume restores them and jumps to the point it stopped at (`RESTORE`, then a
-`switch` whose case restores that point's scalars), so it continues as if it had never stopped. The blocks of a parallel loop other than its header
-are never run here: the host runs them as the loop's kernel (`opencl_loop_kernels.py`).
+`switch` whose case restores that point's scalars), so it continues as if it had never stopped. The blocks
+of a parallel loop other than its header are never run here: the host runs them as the loop's kernel
+(`opencl_loop_kernels.py`).
 """
 
 from __future__ import annotations
@@ -208,8 +209,8 @@ class SerialRenderer(FunctionRenderer):
         saved = set(self._always()) | {(value, -1) for value in self.liveness.at_launch(loop)}
         missing = [self.names[value] + ("" if part < 0 else f"_d{part}") for value, part in reads - saved]
         if missing:
-            raise CodegenError(f"internal error: the kernel of parallel loop {loop.number} reads {', '.join(missing)}, "
-                               "which its launch does not save")
+            raise CodegenError(f"internal error: the kernel of parallel loop {loop.number} reads "
+                               f"{', '.join(missing)}, which its launch does not save")
 
     def request_alloc(self, alloc: Instruction, count: str, inner: bool) -> None:
         """Make the site of `alloc` hold `count` elements: ask the host to allocate (ALLOC) only when its
