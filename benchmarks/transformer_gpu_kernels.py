@@ -4,15 +4,17 @@ pairs (feature, token) of its output, and every parameter lives in one flat vect
 `transformer_loss_pairs` computes what `transformer_loss` computes (the same model, the same parameters,
 the same loss to rounding), with two changes of layout:
 
-- **Activations are feature-major**, `xs[layer, c, b, s]`: a stage is `for o, b, s in iz.ndrange(n_out, B, S)`
-  (s fastest), so the 32 work items of a warp are 32 neighbouring tokens of one feature: they read and
-  write neighbouring addresses, read one weight (one load for the warp) and, in the reverse pass, add into
-  one element of the weights' adjoint at a time, which a warp sum turns into one atomic add per warp on
-  NVIDIA. A stage per row of the example (a LayerNorm, a softmax, the loss) is `ndrange(B, S)` over the
-  tokens. Every index is an ndrange counter as it is, so each work item's writes are its own.
+- **Activations are feature-major**, `xs[layer, c, t]` for token t = b * S + s: a stage is
+  `for o, t in iz.ndrange(n_out, B * S)` (tokens fastest), so the 32 work items of a warp are 32
+  neighbouring tokens of one feature: they read and write neighbouring addresses, read one weight (one
+  load for the warp) and, in the reverse pass, add into one element of the weights' adjoint at a time,
+  which a warp sum turns into one atomic add per warp on NVIDIA. A stage per token of the example (a
+  LayerNorm, the loss) is a `prange` over the tokens, the softmax one over the (sequence, head, query)
+  rows. Every array a stage writes is indexed by its loop's counters as they are (plus a constant), so
+  each work item's writes are its own; what a work item reads may take a division (b = t // S).
 - **The parameters are one flat vector** `theta`, laid out as `transformer.Parameters.flat` (the arrays of
-  `PARAMETER_NAMES` one after the other, each row-major), so its gradient is one device array and the
-  Adam update one call (`GpuTrainer`). `offsets` gives each parameter's first element.
+  `PARAMETER_NAMES` one after the other, each row-major; the kernel computes each one's offset), so its
+  gradient is one device array and the Adam update one call (`GpuTrainer`).
 
 The attention scores every (query i, key j) pair and the softmax gives the pairs j > i a probability of 0,
 instead of leaving them out: all 32 work items of a warp then take the same path, which the warp sums need
@@ -174,7 +176,7 @@ def transformer_loss_pairs(tokens: Array[i64, 2], targets: Array[i64, 2], heads:
                            hidden: i64, vocab: i64, theta: Array[f64]) -> f64:
     B, S = tokens.shape[0], tokens.shape[1]
     d, L, F, V, T = heads * head_dim, layers, hidden, vocab, B * S
-    # theta's layout: transformer.Config.shapes in PARAMETER_NAMES order (`offsets`)
+    # theta's layout: transformer.Config.shapes in PARAMETER_NAMES order
     tok = 0
     pos = tok + V * d
     ln1_w = pos + S * d
@@ -222,17 +224,6 @@ def transformer_loss_pairs(tokens: Array[i64, 2], targets: Array[i64, 2], heads:
     logits = iz.empty((1, V, T), f64)
     dense_pairs(logits, 0, final, 0, theta, head_w, head_b, final, 0, False)
     return cross_entropy_tokens(logits, targets)
-
-
-def offsets(config: Any) -> dict[str, int]:
-    """Each parameter's first element in `theta` (`transformer.Parameters.flat`'s layout), by name."""
-    from transformer import PARAMETER_NAMES
-
-    shapes, found, at = config.shapes(), {}, 0
-    for name in PARAMETER_NAMES:
-        found[name] = at
-        at += math.prod(shapes[name])
-    return found
 
 
 class GpuTrainer:
