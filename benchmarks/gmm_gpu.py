@@ -1,8 +1,8 @@
 """The GMM gradient on one GPU: isozyme's OpenCL against JAX, torch.compile and torch eager, in one run (issue 24).
 
     ISOZYME_OPENCL_DEVICE=nvidia python benchmarks/gmm_gpu.py [--sizes 1000x10x25,1000x64x100,100000x10x25]
-        [--precisions f64,f32] [--repeats 20] [--peers jax,torch,torch_compile] [--profile] [--json FILE]
-        [--plot FILE.svg]
+        [--precisions f64,f32] [--repeats 20] [--peers jax,torch,torch_compile]
+        [--variants pairs,pairs_qmu,staged,blocked,points] [--profile] [--json FILE] [--plot FILE.svg]
     python benchmarks/gmm_gpu.py --from-json FILE --plot FILE.svg      # the plot of an earlier run
 
 ADBench's GMM objective (`examples/gmm.py`), the gradient with respect to alphas, means and icf, at n x d x K.
@@ -18,10 +18,12 @@ Rows, per size and precision (f32 where the peer supports it; isozyme's f32 kern
 - `torch_compile`, `torch`: `torch.compile` and eager PyTorch of the same formulation
   (`isozyme/benchmark_suite/peer_torch.py`) on the GPU, the gradient by `torch.autograd.grad`.
 
-Every variant's arguments are on the GPU before timing (isozyme: `iz.to_device`, its shadows zeroed before
-each call, untimed), and each timed call ends when its results are on the device (`block_until_ready`,
-`torch.cuda.synchronize`); the gradients are then copied to the host, untimed, and checked. Times are
-medians of `--repeats` calls after a warm-up call (`isozyme points`: at most 3 calls, it is slow).
+`--variants` chooses isozyme's rows (all by default), and the JSON is written again after each size, so a
+run cut short keeps the sizes it measured. Every variant's arguments are on the GPU before timing
+(isozyme: `iz.to_device`, its shadows zeroed before each call, untimed), and each timed call ends when its
+results are on the device (`block_until_ready`, `torch.cuda.synchronize`); the gradients are then copied
+to the host, untimed, and checked. Times are medians of `--repeats` calls after a warm-up call (`isozyme
+points`: at most 3 calls, it is slow).
 
 Checks: every call's gradient (and value) against the CPU's: the example's serial kernel on `llvm` in f64.
 Tolerance: 1e-10 relative in the max-norm for f64 (the same math, sums in another order), 2e-3 for f32 (f32
@@ -290,19 +292,22 @@ def kernel_of(variant: str, precision: str) -> iz.Kernel:
     return getattr(module, "gmm_" + variant.removeprefix("isozyme "))  # pairs, pairs_qmu, staged, blocked
 
 
-def measure(n: int, d: int, K: int, precisions: list[str], peers: list[str], repeats: int,
-            profile: bool) -> tuple[dict[str, Any], list[Check]]:
+FORMULATIONS = ("pairs", "pairs_qmu", "staged", "blocked", "points")
+"""isozyme's rows by their `--variants` names (module docstring); `points` runs in f64 only."""
+
+
+def measure(n: int, d: int, K: int, precisions: list[str], peers: list[str], repeats: int, profile: bool,
+            formulations: Sequence[str] = FORMULATIONS) -> tuple[dict[str, Any], list[Check]]:
     args, reference = problem(n, d, K)
     row: dict[str, Any] = {"n": n, "d": d, "K": K, "ms": {}, "first_call_s": {}, "checks": {}, "profiles": {}}
     checks = []
     for precision in precisions:
         dtype = DTYPES[precision]
         variants: dict[str, tuple] = {}
-        variants["isozyme pairs"] = isozyme_variant(kernel_of("isozyme pairs", precision), args, dtype)
-        for name in ("isozyme pairs_qmu", "isozyme staged", "isozyme blocked"):
-            variants[name] = isozyme_variant(kernel_of(name, precision), args, dtype)
-        if precision == "f64":
-            variants["isozyme points"] = isozyme_variant(kernel_of("isozyme points", precision), args, dtype)
+        for formulation in formulations:
+            if formulation != "points" or precision == "f64":
+                name = f"isozyme {formulation}"
+                variants[name] = isozyme_variant(kernel_of(name, precision), args, dtype)
         if "jax" in peers:
             variants["jax"] = jax_variant(args, dtype)
         for name in ("torch_compile", "torch"):
@@ -393,6 +398,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", default="1000x10x25,1000x64x100,100000x10x25", help="comma-separated n x d x K")
     parser.add_argument("--precisions", default="f64,f32")
     parser.add_argument("--peers", default="jax,torch_compile,torch")
+    parser.add_argument("--variants", default=",".join(FORMULATIONS),
+                        help=f"isozyme's formulations: some of {', '.join(FORMULATIONS)}")
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--json", metavar="FILE")
@@ -410,18 +417,23 @@ def main(argv: list[str] | None = None) -> int:
         print(first_call_seconds(n, d, K, precision, variant))
         return 0
     peers = [p for p in options.peers.split(",") if p]
+    formulations = [v for v in options.variants.split(",") if v]
+    if not set(formulations) <= set(FORMULATIONS):
+        parser.error(f"--variants must name some of {', '.join(FORMULATIONS)}, got {options.variants!r}")
     print(f"device: {device().name}", flush=True)
     rows, checks = [], []
     for size in options.sizes.split(","):
         n, d, K = map(int, size.split("x"))
         print(f"GMM gradient n={n} d={d} K={K}", flush=True)
-        row, row_checks = measure(n, d, K, options.precisions.split(","), peers, options.repeats, options.profile)
+        row, row_checks = measure(n, d, K, options.precisions.split(","), peers, options.repeats, options.profile,
+                                  formulations)
         print_row(row)
         rows.append(row)
         checks += row_checks
-    if options.json:
-        Path(options.json).write_text(json.dumps({"device": device().name, "passed": all(c.passed for c in checks),
-                                                  "rows": rows}, indent=1))
+        if options.json:  # after each row: a run cut short keeps the rows it measured
+            Path(options.json).write_text(json.dumps({"device": device().name,
+                                                      "passed": all(c.passed for c in checks), "rows": rows},
+                                                     indent=1))
     if options.plot:
         plot(rows, options.plot)
     return exit_status(checks, "gmm_gpu.py")

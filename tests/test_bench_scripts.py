@@ -414,6 +414,12 @@ def test_gmm_gpu_runs_and_fails_on_a_wrong_gradient(tmp_path: Path, monkeypatch:
         "isozyme pairs f64", "isozyme pairs_qmu f64", "isozyme staged f64", "isozyme blocked f64", "isozyme points f64",
         "isozyme pairs f32", "isozyme pairs_qmu f32", "isozyme staged f32", "isozyme blocked f32"}
     assert picture.read_text().count("<rect x=") >= 3
+    one = ["--sizes", "30x3x4", "--precisions", "f64", "--peers", "", "--repeats", "2", "--variants", "pairs_qmu",
+           "--json", str(output)]
+    assert gmm_gpu.main(one) == 0
+    assert set(json.loads(output.read_text())["rows"][0]["ms"]) == {"isozyme pairs_qmu f64"}
+    with pytest.raises(SystemExit):
+        gmm_gpu.main([*one[:-2], "--variants", "pairs,qmu"])
     monkeypatch.setattr(gmm_gpu, "isozyme_variant", wrong_in_the_second_call(gmm_gpu.isozyme_variant, "d_means"))
     assert gmm_gpu.main(tiny) == 1
     checks = json.loads(output.read_text())["rows"][0]["checks"]
