@@ -70,3 +70,25 @@ def test_a_loop_kernel_read_that_its_launch_does_not_save_is_an_error(monkeypatc
     monkeypatch.setattr(serial_liveness.SerialLiveness, "at_launch", lambda self, loop: set())
     with pytest.raises(CodegenError, match="which its launch does not save"):
         iz.show_ir(iz.kernel(across), "opencl")
+
+
+def mid_block(y: Array[f64], x: Array[f64]) -> f64:
+    before = x[0] * 3.0 + 1.0  # live across the request for `half`'s buffer, used after it
+    m = int(x[len(x) - 1]) * 5  # an extent from the data: the buffer is asked for here, mid-block
+    half = iz.empty(m, f64)
+    for i in iz.prange(m):
+        half[i] = x[2 * i] + x[2 * i + 1]
+    for i in iz.prange(m):
+        y[i] = half[i] * before
+    return before + half[0]
+
+
+def test_a_scalar_live_across_a_request_in_the_middle_of_a_block_survives_it() -> None:
+    x = np.linspace(-1.0, 2.0, 38)
+    expected_y, got_y = np.zeros_like(x), np.zeros_like(x)
+    expected = mid_block(expected_y, x)
+    kernel = iz.kernel(mid_block, backend="opencl")
+    for _ in range(2):
+        got_y[:] = 0.0
+        assert kernel(got_y, x) == pytest.approx(expected, rel=1e-12)
+        np.testing.assert_allclose(got_y, expected_y, rtol=1e-12)
