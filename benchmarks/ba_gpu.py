@@ -75,17 +75,10 @@ def isozyme_gradient(kernel: iz.Kernel, arrays: list, backend: str, shadows: lis
 
 def isozyme_variant(kernel: iz.Kernel, args: tuple) -> tuple[Callable[[], Any], Callable[[Any], dict]]:
     """A gradient call on device arrays (shadows zeroed before it) and the host copy of what it returned."""
-    arrays = [iz.to_device(np.ascontiguousarray(a)) for a in args]
-    shadows = [iz.to_device(np.zeros(a.shape)) for a in (args[0], args[1], args[2], args[5], args[6])]
-    zeros = [np.zeros(s.shape) for s in shadows]
+    from gmm_gpu import device_variant
 
-    def call() -> Any:
-        return isozyme_gradient(kernel, arrays, "opencl", shadows)
-    call.setup = lambda: [s.set(z) for s, z in zip(shadows, zeros)]  # type: ignore[attr-defined]
-
-    def host(returned: Any) -> dict:
-        return {"value": returned[0], **{name: s.get() for name, s in zip(GRADIENT, shadows)}}
-    return call, host
+    return device_variant(lambda arrays, shadows: isozyme_gradient(kernel, arrays, "opencl", shadows), args,
+                          (0, 1, 2, 5, 6), GRADIENT)
 
 
 def jax_variant(args: tuple) -> tuple[Callable[[], Any], Callable[[Any], dict]]:

@@ -169,6 +169,24 @@ def run(call: Callable[[], Any], host: Callable[[Any], dict], repeats: int, chec
     return times[0], statistics.median(times[1:])
 
 
+def device_variant(gradient: Callable[[list, list], Any], args: tuple, shadowed: Sequence[int],
+                   names: Sequence[str]) -> tuple[Callable[[], Any], Callable[[Any], dict]]:
+    """`ba_gpu.py`'s and `mlp_gpu.py`'s isozyme variant: `gradient(arrays, shadows)` on device arrays, the
+    shadows those of the arguments at `shadowed` (zeroed before each call, untimed), and the host copy of
+    what it returned: the value (its first item) and the shadows, by `names`."""
+    arrays = [iz.to_device(np.ascontiguousarray(a)) for a in args]
+    shadows = [iz.to_device(np.zeros(np.shape(args[k]))) for k in shadowed]
+    zeros = [np.zeros(s.shape) for s in shadows]
+
+    def call() -> Any:
+        return gradient(arrays, shadows)
+    call.setup = lambda: [s.set(z) for s, z in zip(shadows, zeros)]  # type: ignore[attr-defined]
+
+    def host(returned: Any) -> dict:
+        return {"value": returned[0], **{name: s.get() for name, s in zip(names, shadows)}}
+    return call, host
+
+
 def jax_gradient_variant(loss: Callable[..., Any], inputs: Sequence[Any],
                          names: Sequence[str]) -> tuple[Callable[[], Any], Callable[[Any], dict]]:
     """`jax.jit(jax.value_and_grad(loss))` in f64 on the device, the gradient in the first `len(names)` inputs

@@ -64,17 +64,10 @@ def isozyme_gradient(kernel: iz.Kernel, arrays: list, backend: str, shadows: lis
 
 def isozyme_variant(kernel: iz.Kernel, args: tuple) -> tuple[Callable[[], Any], Callable[[Any], dict]]:
     """A gradient call on device arrays (shadows zeroed before it) and the host copy of what it returned."""
-    arrays = [iz.to_device(np.ascontiguousarray(a)) for a in args]
-    shadows = [iz.to_device(np.zeros(a.shape)) for a in args[:4]]
-    zeros = [np.zeros(a.shape) for a in args[:4]]
+    from gmm_gpu import device_variant
 
-    def call() -> Any:
-        return isozyme_gradient(kernel, arrays, "opencl", shadows)
-    call.setup = lambda: [s.set(z) for s, z in zip(shadows, zeros)]  # type: ignore[attr-defined]
-
-    def host(returned: Any) -> dict:
-        return {"value": returned[0], **{name: s.get() for name, s in zip(GRADIENT, shadows)}}
-    return call, host
+    return device_variant(lambda arrays, shadows: isozyme_gradient(kernel, arrays, "opencl", shadows), args,
+                          range(4), GRADIENT)
 
 
 def jax_loss(W1: Any, b1: Any, W2: Any, b2: Any, X: Any, Y: Any) -> Any:
