@@ -285,3 +285,50 @@ def test_loops_with_atomic_adds_are_marked_so_and_the_mark_survives_the_disk_cac
         assert [loop.atomics for loop in program.loops] == expected, function.__name__
         decoded = _decoded(disk_cache.Entry(_metadata(program), program.source.encode(), None))
         assert decoded is not None and [loop.atomics for loop in decoded.loops] == expected
+
+
+def reads_between_launches(y: Array[f64], x: Array[f64], steps: i64) -> f64:
+    """Serial code between two parallel loops that reads elements the first loop's far work groups wrote, and
+    feeds them to the second loop: chained, that code runs in the first loop kernel's last work group."""
+    t = 0.0
+    n = len(x)
+    for _ in range(steps):
+        for i in iz.prange(n):
+            y[i] = y[i] * 0.5 + x[i]
+        t += y[n - 1] + y[0] + y[n // 2] + y[n // 3]
+        for i in iz.prange(n):
+            y[i] = y[i] + t * 1e-3
+    return t
+
+
+def reads_between_launches_numpy(x: np.ndarray, steps: int) -> tuple[np.ndarray, float]:
+    y, t, n = np.ones_like(x), 0.0, len(x)
+    for _ in range(steps):
+        y = y * 0.5 + x
+        t += y[n - 1] + y[0] + y[n // 2] + y[n // 3]
+        y = y + t * 1e-3
+    return y, t
+
+
+@pytest.mark.parametrize("chain", ["1", "0"])
+def test_serial_code_between_replayed_launches_sees_every_work_group_s_stores(
+        chain: str, monkeypatch: pytest.MonkeyPatch):
+    """On NVIDIA's OpenCL with `ISOZYME_OPENCL_CHAIN=1` a replayed launch is chained
+    (`opencl_runner.chained`): its last work group runs the serial code that follows it, which must see
+    what every other work group stored. Otherwise a resume runs it. A chained replay runs the serial
+    kernel once (the first run) where the other runs it after every launch; on PoCL nothing is chained."""
+    monkeypatch.setenv("ISOZYME_OPENCL_CHAIN", chain)
+    kernel = iz.kernel(reads_between_launches, backend="opencl")
+    x = np.random.default_rng(3).random(1 << 20)
+    runs = []
+    for steps in (4, 4, 4, 6, 6, 2):
+        y = np.ones_like(x)
+        total, call = call_profiled(kernel, y, x, steps)
+        expected_y, expected_total = reads_between_launches_numpy(x, steps)
+        np.testing.assert_allclose(y, expected_y, rtol=1e-14, err_msg=f"{steps} steps")
+        assert total == pytest.approx(expected_total, rel=1e-14), steps
+        runs.append(call.serial_runs)
+    chained = iz.runtime.opencl_runner.chained(iz.runtime.opencl_device.device())
+    assert chained == (chain == "1" and iz.runtime.opencl_device.device().ptx)
+    # the second call replays 4 steps of 2 launches: a resume after each unless chained
+    assert runs[1] == runs[2] == (1 if chained else 1 + 4 * 2)

@@ -33,6 +33,20 @@ assert SERVED < REDUCTIONS
 HEADER_WORDS = SERVED + 1
 """The words the host reads after each run of the serial kernel."""
 DONE, LAUNCH, ALLOC, GROW, CLEAR = 1, 2, 3, 4, 5
+REPLAYED_TRIP, CHAINED_TRIP = -1, -2
+"""A loop kernel's `trip` argument when it is replayed (the trip count is in the request), and when it is
+replayed and its last work group runs the serial kernel on (`opencl_program.py`: chained launches)."""
+CHAIN_MACRO = "IZ_CHAIN"
+"""Defined when the program is built for chained launches: on NVIDIA's OpenCL (`runtime/opencl_backend.py`),
+whose PTX has the fence they need (`GPU_FENCE`). PoCL's work-group compiler, which wraps loops over the
+work items around a kernel's code, gets the serial kernel's code (whose resumes jump into loops) wrong
+inside a loop kernel: a sum came out 256 times over, even in launches that never ran it."""
+GPU_FENCE = 'asm volatile("fence.acq_rel.gpu;" ::: "memory");'
+"""A fence at the scope of the whole GPU (PTX's memory model). Each work item of a chained launch makes one
+after its last store, and the last work group's first work item one after its ticket (an atomic add that
+read every other group's ticket), so the serial code it then runs reads what every work item stored:
+without it, an H100's L1 cache gave that code a word of the control buffer as the kernel found it at its
+start (`mem_fence(CLK_GLOBAL_MEM_FENCE)` there did not do)."""
 REPLAYED, SERVED_BY_HOST, START = 0, 1, 2
 """The serial kernel's `served` argument: a resume enqueued after a replayed step, one after the host
 served the request, the first run of a call (which zeroes the control words the host does not keep)."""

@@ -15,7 +15,10 @@ from isozyme.codegen.abi import CodegenError
 from isozyme.codegen.opencl_control import (
     ARG0,
     ARG1,
+    CHAIN_MACRO,
+    CHAINED_TRIP,
     ERROR,
+    GPU_FENCE,
     GROUP_SIZE,
     KIND,
     LAUNCH,
@@ -171,8 +174,9 @@ class BodyRenderer(FunctionRenderer):
         attribute = f"__attribute__((reqd_work_group_size({self.group_size}, 1, 1))) " if self.accumulators else ""
         # replayed (`trip` -1): run only if the serial kernel's request `sequence` is this loop's launch (words
         # that no loop kernel writes, so every work item decides alike), and mark the request served
-        replayed = ["  if (trip < 0) {",
-                    f"    if (ctl[{KIND}] != {LAUNCH} || ctl[{ARG0}] != {k} || ctl[{SEQUENCE}] != sequence) trip = 0;",
+        replayed = [f"  bool chained = trip == {CHAINED_TRIP};", "  if (trip < 0) {",
+                    f"    if (ctl[{KIND}] != {LAUNCH} || ctl[{ARG0}] != {k} || ctl[{SEQUENCE}] != sequence) "
+                    "{ trip = 0; chained = false; }",
                     f"    else {{ trip = ctl[{ARG1}]; if (get_global_id(0) == 0) ctl[{SERVED}] = sequence; }}", "  }"]
         lines = [f"__kernel {attribute}void iz_par{k}({', '.join(params)}) {{", *replayed,
                  *argument_declarations(lang, self.function),
@@ -184,9 +188,10 @@ class BodyRenderer(FunctionRenderer):
                 *(f"&acc{j}" for j in range(len(self.accumulators)))]
         lines.append(f"  for (long g = (long)get_global_id(0); g < trip; g += size) iz_body{k}({', '.join(args)});")
         if not self.accumulators:
-            return [*lines, "}"]
+            return [*lines, *self._chain(), "}"]
         lines += ["  int lid = (int)get_local_id(0);", "  long group = (long)get_group_id(0);",
-                  "  long groups = (long)get_num_groups(0);", "  __local int last;"]
+                  "  long groups = (long)get_num_groups(0);", "  __local int last;",
+                  f"#ifdef {CHAIN_MACRO}", f"  if (chained) {GPU_FENCE}  // its stores, for the last group", "#endif"]
         for ty in dict.fromkeys(str(ty) for ty, _ in self.accumulators):
             lines.append(f"  __local {lang.storage_types[ty]} red_{ty}[{self.group_size}];")
         for j, (ty, _) in enumerate(self.accumulators):
@@ -203,7 +208,18 @@ class BodyRenderer(FunctionRenderer):
                       f"{total} = {wrapping_add(lang, ty, total, load_word(ty, f'done[{j} * groups + g]'))};",
                       *self._group_sum(ty, total),
                       "  if (lid == 0) {", *self._group_target(ty, value, f"red_{ty}[0]"), "  }"]
-        return [*lines, f"  if (lid == 0) ctl[{TICKETS}] = 0;", "}"]
+        return [*lines, "  if (lid == 0) {", f"    ctl[{TICKETS}] = 0;", f"#ifdef {CHAIN_MACRO}",
+                f"    if (chained) {{ {GPU_FENCE} {self.serial.continuation_call(self.loop)} }}", "#endif",
+                "  }", "}"]
+
+    def _chain(self) -> list[str]:
+        """A chained launch of a kernel without work-group sums: each work item's stores fenced, the last
+        group to finish (a ticket per group) runs the serial kernel on, as a replayed resume would."""
+        return [f"#ifdef {CHAIN_MACRO}", "  if (chained) {", f"    {GPU_FENCE}", "    barrier(CLK_GLOBAL_MEM_FENCE);",
+                "    if (get_local_id(0) == 0) {",
+                f"      if (atom_inc((volatile __global long*)(ctl + {TICKETS})) == (long)get_num_groups(0) - 1) {{",
+                f"        {GPU_FENCE}", f"        ctl[{TICKETS}] = 0;",
+                f"        {self.serial.continuation_call(self.loop)}", "      }", "    }", "  }", "#endif"]
 
     def _group_sum(self, ty: ScalarType, value: str) -> list[str]:
         """The sum of `value` over the work group, left in `red_<ty>[0]` (a tree in local memory)."""

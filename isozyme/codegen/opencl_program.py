@@ -38,6 +38,12 @@ kernel that the host did not order (`served` 0) goes on only if its pending LAUN
 replay whose steps differ from the call's requests stops at the first difference and leaves the request
 for the host.
 
+Chained launches (NVIDIA's OpenCL, `ISOZYME_OPENCL_CHAIN=1`: `runtime/opencl_runner.chained`): a
+replayed loop kernel launched with `trip` -2 that served its request has each work item fence its stores
+at the GPU's scope, and the last work group to finish (a ticket per group) runs the serial kernel's code
+from the resume after that launch to its next request (`iz_serial_run<k>`, built only with `IZ_CHAIN`),
+so the replay enqueues no resume after a launch.
+
 A yield saves the variables live after it, a resume restores them and jumps to the point it stopped at
 (`RESTORE`, then a `switch`; `serial_liveness.py`). A
 failing check anywhere writes the error record (the first work item claims it) and stops; the host
@@ -57,7 +63,18 @@ from dataclasses import dataclass, field
 
 from isozyme.codegen.abi import CodegenError, CodegenOptions
 from isozyme.codegen.error_sites import ErrorSite
-from isozyme.codegen.opencl_control import ARG0, ARG1, ARG2, CLEAR, GROUP_SIZE, KIND, SEQUENCE, SERVED, AllocSite
+from isozyme.codegen.opencl_control import (
+    ARG0,
+    ARG1,
+    ARG2,
+    CHAIN_MACRO,
+    CLEAR,
+    GROUP_SIZE,
+    KIND,
+    SEQUENCE,
+    SERVED,
+    AllocSite,
+)
 from isozyme.codegen.opencl_function import FunctionRenderer
 from isozyme.codegen.opencl_language import OpenCLRenderer
 from isozyme.codegen.opencl_loop_kernels import BodyRenderer
@@ -163,7 +180,8 @@ def emit_opencl(module: Module, entry: Function, options: CodegenOptions, writab
     body_lines: list[list[str]] = []
     for body in bodies:
         serial.layout.recording = set()
-        body_lines.append(["", *body.render(), "", *body.kernel()])
+        body_lines.append(["", *body.render(), "", f"#ifdef {CHAIN_MACRO}", *serial.continuation(body.loop), "#endif",
+                           "", *body.kernel()])
         serial.check_launch_reads(body.loop, serial.layout.recording)
     serial.layout.recording = None
     lines = [*lang.prelude_lines, *lang.helpers(), "", *render_called_functions(lang, plans)]

@@ -1,6 +1,7 @@
 """The entry function as the serial kernel `iz_serial` (`SerialRenderer`), which runs as one work item and
 yields to the host for every launch of a parallel loop, every local array and every grow
-(`opencl_program.py` describes the execution).
+(`opencl_program.py` describes the execution), and the part of it after each launch as a function that a
+chained launch's last work group runs (`SerialRenderer.continuation`).
 
 Before it returns to the host the serial kernel saves in the control buffer (`opencl_control.py`) the
 scalars live after that point and the local arrays' extents (`serial_liveness.py`; and what the loop kernel
@@ -11,6 +12,8 @@ of a parallel loop other than its header are never run here: the host runs them 
 """
 
 from __future__ import annotations
+
+import re
 
 from isozyme.codegen.abi import CodegenError
 from isozyme.codegen.error_sites import ErrorSite, register_site
@@ -48,6 +51,13 @@ from isozyme.ssa.ir import Block, Function, Instruction, Value
 from isozyme.ssa.ops import Op
 from isozyme.ssa.types import ArrayType, ScalarType
 
+SERIAL_RUN = "iz_serial_run"
+"""`iz_serial_run<k>`: the serial kernel's code from its resume after loop k's launch to its next request
+(`SerialRenderer.continuation`), which the last work group of a chained launch of loop k runs."""
+SERIAL_RUN_ATTRIBUTES = "__attribute__((always_inline))"
+_ASSIGNED = re.compile(r"(?<![\w.\[])([A-Za-z_]\w*)\s*(?:(?:[-+*/%|&^]|<<|>>)?=(?!=)|\+\+|--)")
+"""An assignment to a variable in a line of C, of any kind (`SerialRenderer.continuation`)."""
+
 SERIAL_CLEAR_LIMIT = 4096
 """A zeroed local array of at most this many elements whose buffer is large enough is cleared by the serial
 kernel itself (`SerialRenderer.request_alloc`); a larger one by the host (a fill command)."""
@@ -74,6 +84,12 @@ class SerialRenderer(FunctionRenderer):
         self.liveness: SerialLiveness | None = None
         self.current: Instruction | ParallelLoop | None = None
         """The instruction being rendered, or the loop whose launch is (`request`: what is live there)."""
+        self.unit_lines: dict[Block | ParallelLoop, tuple[int, int]] = {}
+        """The lines of each block and of each loop's launch (`continuation`)."""
+        self.launch_resume: dict[int, int] = {}
+        """The resume point after each loop's launch, by loop number."""
+        self.trap = 0
+        """The error site of reaching code the serial kernel must not (`render`)."""
         self.restores: dict[int, list[tuple[Value, int]]] = {}
         """The words each resume restores beyond those restored at every resume (`_restore`)."""
         for loop in loops:
@@ -119,8 +135,8 @@ class SerialRenderer(FunctionRenderer):
                  for r in range(1, self.resumes + 1)]
         self.lines += ["L_trap:;", f"  err[0] = {trap}; return;", "RESTORE:;", *self._restore(),
                        f"  switch (ctl[{RESUME}]) {{", *cases, "  }", "  goto L_trap;"]
-        params = [*kernel_params(self.lang, self.function), *self.site_params(), "__global long* ctl",
-                  "__global long* heap", "long served"]
+        self.trap = trap
+        params = self.run_params()
         head = [f"__kernel void iz_serial({', '.join(params)}) {{", f"  __global long* err = ctl + {ERROR};",
                 *argument_declarations(self.lang, self.function)]
         # the first run of a call (`served` 2) zeroes the control words but the host's (the heap's size, the
@@ -133,6 +149,70 @@ class SerialRenderer(FunctionRenderer):
                  f"  if (err[0] != 0 || ctl[{KIND}] == {DONE}) return;",
                  f"  if (ctl[{RESUME}] != 0) {{ if (!served && !({replayed})) return; goto RESTORE; }}"]
         return [*head, *self.decls, *start, *self.lines, "}"]
+
+    def run_params(self) -> list[str]:
+        """The parameters of the serial kernel; a loop kernel's begin with them (but `served`), and a
+        continuation (`continuation`) takes them but `served`."""
+        return [*kernel_params(self.lang, self.function), *self.site_params(), "__global long* ctl",
+                "__global long* heap", "long served"]
+
+    def render_blocks(self, blocks: list[Block]) -> None:
+        for block in blocks:  # straight blocks (`structured_loops` False): note each one's lines
+            start = len(self.lines)
+            super().render_blocks([block])
+            self.unit_lines[block] = (start, len(self.lines))
+
+    def continuation_call(self, loop: ParallelLoop) -> str:
+        """The statement that runs loop `loop`'s continuation (`continuation`) from its kernel."""
+        names = [param.split()[-1] for param in self.run_params()[:-1]]
+        return f"{SERIAL_RUN}{loop.number}({', '.join(names)});"
+
+    def continuation(self, loop: ParallelLoop) -> list[str]:
+        """`iz_serial_run<k>`: what the serial kernel does when it resumes after launch `loop` until its
+        next request, as a function that the last work group of a chained launch of the loop's kernel
+        calls (`opencl_loop_kernels.py`). Only the code reachable from that resume without a request is
+        there (the header, the blocks after the loop up to the next launch, an alloc's request, the end):
+        a loop kernel's registers are at least those of the functions it calls, and with the whole serial
+        kernel there (127 registers) the reverse pairs loop of the GMM gradient (`benchmarks/
+        gmm_gpu_kernels.gmm_pairs_qmu`) took 148 registers and 1.64 ms on an H100 against 64 and 0.86
+        unchained; with this code, 90. Any other label it names traps."""
+        number = self.launch_resume[loop.number]
+        units: list[Block | ParallelLoop] = []
+        work: list[Block | ParallelLoop] = [loop]
+        while work:
+            unit = work.pop()
+            if unit in units:
+                continue
+            units.append(unit)
+            if isinstance(unit, ParallelLoop):
+                work.append(unit.header)  # the resume goes on at the loop's header
+                continue
+            for successor in unit.successors:
+                entered = self.by_header.get(successor)
+                if entered is not None and unit not in entered.loop:
+                    work.append(entered)
+                elif successor not in self.hidden:
+                    work.append(successor)
+        code: list[str] = []
+        for unit in units:
+            start, stop = self.unit_lines[unit]
+            code += self.lines[start:stop]
+        # a word restored here and saved again unchanged is left as it is: those copies (the arrays' extents
+        # above all) held some 30 registers in the GMM gradient's loop kernels
+        restored = [*self._always(), *self.restores[number]]
+        assigned = {match.group(1) for line in code for match in _ASSIGNED.finditer(line)}
+        unchanged = {self._store(key) for key in restored
+                     if (self.names[key[0]] + ("" if key[1] < 0 else f"_d{key[1]}")) not in assigned}
+        lines = [f"{SERIAL_RUN_ATTRIBUTES} void {SERIAL_RUN}{loop.number}({', '.join(self.run_params()[:-1])}) {{",
+                 f"  __global long* err = ctl + {ERROR};", *argument_declarations(self.lang, self.function),
+                 *self.decls, "  if (err[0] != 0) return;", f"  if (ctl[{RESUME}] != {number}) goto L_trap;",
+                 *self._restore(), *(f"  {self._load(key)}" for key in self.restores[number]), f"  goto R{number};",
+                 *(line for line in code if line.strip() not in unchanged)]
+        for block in self.blocks:  # labels the included code may name but cannot reach
+            if block not in self.hidden and block not in units:
+                lines.append(f"{self.labels[block]}:; goto L_trap;")
+        lines += [f"P{other.number}:; goto L_trap;" for other in self.loops if other not in units]
+        return [*lines, "L_trap:;", f"  err[0] = {self.trap}; return;", "}"]
 
     def site_params(self) -> list[str]:
         return [f"{self.lang.pointer(alloc.type)} restrict s{site}" for alloc, site in self.site_of.items()]  # type: ignore
@@ -256,6 +336,7 @@ class SerialRenderer(FunctionRenderer):
         return self.resumes
 
     def _launch(self, loop: ParallelLoop) -> None:
+        start = len(self.lines)
         self.lines.append(f"P{loop.number}:;")
         self.current = loop
         trip = self.name(loop.trip)
@@ -269,6 +350,7 @@ class SerialRenderer(FunctionRenderer):
         for reduction in loop.reductions:
             self.emit(f"ctl[{REDUCTIONS + reduction.slot}] = 0;")
         self.yield_to_host(LAUNCH, str(loop.number), trip)
+        self.launch_resume[loop.number] = self.resumes
         for iv in loop.inductions:
             phi = self.name(iv.phi)
             self.emit(f"{phi} = (long)((ulong){phi} + (ulong){trip} * (ulong){self.name(iv.step)});")
@@ -277,6 +359,7 @@ class SerialRenderer(FunctionRenderer):
             phi = self.name(reduction.phi)
             self.emit(f"{phi} = {wrapping_add(self.lang, ty, phi, reduction_word(ty, reduction.slot))};")
         self.emit(f"goto {self.labels[loop.header]};")
+        self.unit_lines[loop] = (start, len(self.lines))
 
 
 def view_pointer(r: FunctionRenderer, view: Instruction, arena: str, offset: str | None = None) -> str:

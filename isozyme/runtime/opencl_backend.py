@@ -20,6 +20,7 @@ from typing import Any
 from isozyme.codegen.abi import CodegenOptions
 from isozyme.codegen.error_sites import ErrorSite
 from isozyme.codegen.opencl_control import (
+    CHAIN_MACRO,
     GROUP_SIZE,
     AllocSite,
 )
@@ -30,7 +31,7 @@ from isozyme.optimize.memory_reuse import place_module_in_arena
 from isozyme.runtime import disk_cache, host_identity
 from isozyme.runtime.disk_cache import sha256
 from isozyme.runtime.opencl_device import Device, OpenCLUnavailable, device, import_pyopencl
-from isozyme.runtime.opencl_runner import Runner
+from isozyme.runtime.opencl_runner import Runner, chained
 from isozyme.ssa.ir import Function, Module
 from isozyme.ssa.printer import print_module
 
@@ -57,8 +58,12 @@ def build_options(where: Device) -> str:
     """`BUILD_OPTIONS`, and OpenCL C 3.0 on a device with `cl_ext_float_atomics`, whose feature macros then
     select native float atomic adds in `ATOMIC_HELPERS` (`codegen/opencl_language.py`); on NVIDIA's
     OpenCL, `IZ_PTX_ATOMICS` selects the GPU's own float reductions in inline PTX there, with warp sums
-    before them unless `ISOZYME_OPENCL_WARP_SUMS=0` (`codegen/opencl_language.WARP_HELPERS`)."""
+    before them unless `ISOZYME_OPENCL_WARP_SUMS=0` (`codegen/opencl_language.WARP_HELPERS`). There,
+    `IZ_CHAIN` builds the loop kernels' chained launches when `ISOZYME_OPENCL_CHAIN=1`
+    (`runtime/opencl_runner.chained`)."""
     options = f"{BUILD_OPTIONS} -cl-std=CL3.0" if where.float_atomics else BUILD_OPTIONS
+    if chained(where):
+        options += f" -D {CHAIN_MACRO}"
     if not where.ptx:
         return options
     return f"{options} -D IZ_PTX_ATOMICS" + ("" if warp_sums() else " -D IZ_NO_WARP_SUMS")
@@ -133,9 +138,10 @@ def _runner(name: str, program: OpenCLProgram, types: Sequence[Any], return_type
     return Runner(name, program, build(program.source, where), where, types, return_type)
 
 
-CACHE_FORMAT = "isozyme opencl backend 5"
+CACHE_FORMAT = "isozyme opencl backend 6"
 """Changes when what the backend stores changes (2: the writable parameters; 3: the capacity words; 4: the
-work-group size; 5: whether a loop makes atomic adds)."""
+work-group size; 5: whether a loop makes atomic adds; 6: the serial kernel's code a function that chained
+loop kernels call)."""
 _programs: dict[str, OpenCLProgram] = {}
 """Programs made or loaded in this process, by cache key."""
 

@@ -46,6 +46,7 @@ from isozyme.codegen.opencl_control import (
     ALLOC,
     ARG0,
     ARG2,
+    CHAINED_TRIP,
     CLEAR,
     DONE,
     ERROR,
@@ -56,6 +57,7 @@ from isozyme.codegen.opencl_control import (
     KIND,
     LAUNCH,
     REPLAYED,
+    REPLAYED_TRIP,
     RETURN,
     SEQUENCE,
     SERVED,
@@ -94,6 +96,21 @@ def replay_enabled() -> bool:
     if value not in ("0", "1"):
         raise ValueError(f"ISOZYME_OPENCL_REPLAY must be 0 or 1, not {value!r}")
     return value == "1"
+
+
+def chained(where: Device) -> bool:
+    """Are replayed launches on `where` chained: does a replayed loop kernel's last work group run the serial
+    kernel on to its next request, so that a replay enqueues no resume after a launch? On NVIDIA's OpenCL
+    when `ISOZYME_OPENCL_CHAIN` is "1"; not elsewhere (`codegen/opencl_control.CHAIN_MACRO` says why).
+    On an H100 a resume is a launch of some 5 to 10 us of the GPU's time, and its enqueue some 5 us of the
+    host's: chained, the GMM gradient at n=1000 d=10 K=25 took 0.25 ms against 0.28 to 0.47 unchained
+    (`benchmarks/gmm_gpu_kernels.py`'s pairs and staged). It is off by default because the loop kernels
+    that hold the serial code use more registers (the reverse pairs loop 90 against 64, with the serial
+    code inlined or not): at d=64 K=100 `gmm_pairs_qmu` took 2.3 ms chained against 1.7 to 1.8 unchained."""
+    value = os.environ.get("ISOZYME_OPENCL_CHAIN", "0")
+    if value not in ("0", "1"):
+        raise ValueError(f"ISOZYME_OPENCL_CHAIN must be 0 or 1, not {value!r}")
+    return value == "1" and where.ptx
 
 
 REPLAYED_GROUPS_PER_CORE = 4
@@ -165,14 +182,17 @@ class Runner:
         self.resumes = {mode: _Command(kernel, (1,), (1,), True, [self.control, self.heap[0], np.int64(mode)],
                                        "serial", "iz_serial") for mode, kernel in self.serials.items()}
         """The runs of the serial kernel, by mode (`_resume`): their arguments never change."""
+        self.chained = chained(where)
+        """Are replayed launches chained (`chained`, as when the program was built)?"""
         self.argument_buffers: dict[int, Any] = {}
         """The buffer of each numpy array argument by position, reused by the next call whose array has as
         many bytes (allocating one costs a driver call, and freeing one waits for the GPU)."""
         self.script: list[Step] | None = None
         """The launches and clears of the previous call, which the next call replays (`_replay`); None
         after a call that failed."""
-        self.plan: tuple[list[Step], list[_Command]] | None = None
-        """A script and the commands that replay it (`_replay`); None once a buffer they name is replaced."""
+        self.plan: tuple[list[Step], list[_Command], bool] | None = None
+        """A script, the commands that replay it (`_replay`) and whether they chain; None once a buffer they
+        name is replaced."""
 
     @property
     def writable(self) -> frozenset[int]:
@@ -338,25 +358,30 @@ class Runner:
             opencl_counters.add("serial_launches")
 
     def _replay(self, script: list[Step], control: Any) -> None:
-        """Enqueue the launches and clears of the previous call, each followed by a resume of the serial
-        kernel. A replayed kernel runs only if the serial kernel's pending request is that step (request
-        number, kind, loop or site), taking the trip count or the bytes from the request, and the resume
-        after it goes on only if it ran. A call whose requests differ from the script stops at the first
+        """Enqueue the launches and clears of the previous call, each clear followed by a resume of the
+        serial kernel, and each launch too unless it is chained (`chained`: the loop kernel's last work
+        group runs the serial kernel on itself, saving a launch and its enqueue). A replayed kernel runs
+        only if the serial kernel's pending request is that step (request number, kind, loop or site),
+        taking the trip count or the bytes from the request, and the resume after it (in the kernel or
+        not) goes on only if it ran. A call whose requests differ from the script stops at the first
         difference, and the host serves the rest. Any launch size is right (a work item takes every
         size-th iteration); `_groups` chooses one that suits a trip count larger than the script's. The
         commands are made once per script (`plan`), so that `_enqueue` finds their arguments set."""
-        if self.plan is None or self.plan[0] is not script:
+        chained = self.chained
+        if self.plan is None or self.plan[0] is not script or self.plan[2] != chained:
             commands: list[_Command] = []
             for kind, sequence, a, b, c in script:
                 if kind == LAUNCH:
-                    commands.append(self._loop_command(a, b, control, sequence))
+                    commands.append(self._loop_command(a, b, control, sequence, chained))
+                    if chained:
+                        continue  # its last work group resumes the serial kernel
                 else:
                     size = (self._groups(c // 8, GROUP_SIZE, replayed=True, reduces=False) * GROUP_SIZE,)
                     commands.append(_Command(self.clear, size, None, False,
                                              [self.sites[a][0], control, np.int64(a), np.int64(sequence)],
                                              "fill", f"site {a} (replayed)", c))
                 commands.append(self.resumes[REPLAYED])
-            self.plan = (script, commands)
+            self.plan = (script, commands, chained)
         for command in self.plan[1]:
             self._issue(command)
 
@@ -364,16 +389,19 @@ class Runner:
         """Launch loop `number` over `trip` iterations."""
         self._issue(self._loop_command(number, trip, control))
 
-    def _loop_command(self, number: int, trip: int, control: Any, sequence: int = 0) -> _Command:
+    def _loop_command(self, number: int, trip: int, control: Any, sequence: int = 0,
+                      chained: bool = False) -> _Command:
         """The launch of loop `number` over `trip` iterations, or (`sequence` > 0) its replay for that
-        request, `trip` being the previous call's (`_groups` sizes both)."""
+        request, `trip` being the previous call's (`_groups` sizes both), `chained` if its last work group
+        is to run the serial kernel on."""
         size, loop = self.program.group_size, self.program.loops[number]
         groups = self._groups(trip, size, replayed=sequence > 0, reduces=loop.accumulators > 0 or loop.atomics)
         words = groups * loop.accumulators
         if words > self.partials[1]:
             self.partials, self.plan = (self._buffer(AllocSite("i64", 0), words), words), None
+        replayed = CHAINED_TRIP if chained else REPLAYED_TRIP
         return _Command(self.loops[number], (groups * size,), (size,) if words else None, True,
-                        [control, self.partials[0], self.heap[0], np.int64(trip if not sequence else -1),
+                        [control, self.partials[0], self.heap[0], np.int64(trip if not sequence else replayed),
                          np.int64(sequence)], "loop", loop.name + (" (replayed)" if sequence else ""))
 
     def _groups(self, count: int, size: int, replayed: bool, reduces: bool = True) -> int:
