@@ -314,7 +314,7 @@ def reads_between_launches_numpy(x: np.ndarray, steps: int) -> tuple[np.ndarray,
 def test_serial_code_between_replayed_launches_sees_every_work_group_s_stores(
         chain: str, monkeypatch: pytest.MonkeyPatch):
     """On NVIDIA's OpenCL with `ISOZYME_OPENCL_CHAIN=1` a replayed launch is chained
-    (`opencl_runner.chained`): its last work group runs the serial code that follows it, which must see
+    (`opencl_device.chained`): its last work group runs the serial code that follows it, which must see
     what every other work group stored. Otherwise a resume runs it. A chained replay runs the serial
     kernel once (the first run) where the other runs it after every launch; on PoCL nothing is chained."""
     monkeypatch.setenv("ISOZYME_OPENCL_CHAIN", chain)
@@ -328,7 +328,7 @@ def test_serial_code_between_replayed_launches_sees_every_work_group_s_stores(
         np.testing.assert_allclose(y, expected_y, rtol=1e-14, err_msg=f"{steps} steps")
         assert total == pytest.approx(expected_total, rel=1e-14), steps
         runs.append(call.serial_runs)
-    chained = iz.runtime.opencl_runner.chained(iz.runtime.opencl_device.device())
+    chained = iz.runtime.opencl_device.chained(iz.runtime.opencl_device.device())
     assert chained == (chain == "1" and iz.runtime.opencl_device.device().ptx)
     # the second call replays 4 steps of 2 launches: a resume after each unless chained
     assert runs[1] == runs[2] == (1 if chained else 1 + 4 * 2)

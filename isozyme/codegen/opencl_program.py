@@ -38,7 +38,7 @@ kernel that the host did not order (`served` 0) goes on only if its pending LAUN
 replay whose steps differ from the call's requests stops at the first difference and leaves the request
 for the host.
 
-Chained launches (NVIDIA's OpenCL, `ISOZYME_OPENCL_CHAIN=1`: `runtime/opencl_runner.chained`): a
+Chained launches (NVIDIA's OpenCL, `ISOZYME_OPENCL_CHAIN=1`: `runtime/opencl_device.chained`): a
 replayed loop kernel launched with `trip` -2 that served its request has each work item fence its stores
 at the GPU's scope, and the last work group to finish (a ticket per group) runs the serial kernel's code
 from the resume after that launch to its next request (`iz_serial_run<k>`, built only with `IZ_CHAIN`),

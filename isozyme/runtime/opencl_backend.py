@@ -30,8 +30,8 @@ from isozyme.optimize.loop_canonicalization import canonicalize_loop_structure
 from isozyme.optimize.memory_reuse import place_module_in_arena
 from isozyme.runtime import disk_cache, host_identity
 from isozyme.runtime.disk_cache import sha256
-from isozyme.runtime.opencl_device import Device, OpenCLUnavailable, device, import_pyopencl
-from isozyme.runtime.opencl_runner import Runner, chained
+from isozyme.runtime.opencl_device import Device, OpenCLUnavailable, chained, device, import_pyopencl
+from isozyme.runtime.opencl_runner import Runner
 from isozyme.ssa.ir import Function, Module
 from isozyme.ssa.printer import print_module
 
@@ -60,7 +60,7 @@ def build_options(where: Device) -> str:
     OpenCL, `IZ_PTX_ATOMICS` selects the GPU's own float reductions in inline PTX there, with warp sums
     before them unless `ISOZYME_OPENCL_WARP_SUMS=0` (`codegen/opencl_language.WARP_HELPERS`). There,
     `IZ_CHAIN` builds the loop kernels' chained launches when `ISOZYME_OPENCL_CHAIN=1`
-    (`runtime/opencl_runner.chained`)."""
+    (`opencl_device.chained`)."""
     options = f"{BUILD_OPTIONS} -cl-std=CL3.0" if where.float_atomics else BUILD_OPTIONS
     if chained(where):
         options += f" -D {CHAIN_MACRO}"

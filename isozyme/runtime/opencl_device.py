@@ -80,3 +80,18 @@ def _has_float_atomics(cl: Any, dev: Any) -> bool:
         return False
     opencl_c_3 = 3 << 22  # CL_MAKE_VERSION(3, 0, 0)
     return "cl_ext_float_atomics" in dev.extensions.split() and any(v >= opencl_c_3 for v in versions)
+
+
+def chained(where: Device) -> bool:
+    """Are replayed launches on `where` chained: does a replayed loop kernel's last work group run the serial
+    kernel on to its next request, so that a replay enqueues no resume after a launch? On NVIDIA's OpenCL
+    when `ISOZYME_OPENCL_CHAIN` is "1"; not elsewhere (`codegen/opencl_control.CHAIN_MACRO` says why).
+    On an H100 a resume is a launch of some 5 to 10 us of the GPU's time, and its enqueue some 5 us of the
+    host's: chained, the GMM gradient at n=1000 d=10 K=25 took 0.25 ms against 0.28 to 0.47 unchained
+    (`benchmarks/gmm_gpu_kernels.py`'s pairs and staged). It is off by default because the loop kernels
+    that hold the serial code use more registers (the reverse pairs loop 90 against 64, with the serial
+    code inlined or not): at d=64 K=100 `gmm_pairs_qmu` took 2.3 ms chained against 1.7 to 1.8 unchained."""
+    value = os.environ.get("ISOZYME_OPENCL_CHAIN", "0")
+    if value not in ("0", "1"):
+        raise ValueError(f"ISOZYME_OPENCL_CHAIN must be 0 or 1, not {value!r}")
+    return value == "1" and where.ptx

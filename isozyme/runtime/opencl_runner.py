@@ -68,7 +68,7 @@ from isozyme.codegen.opencl_control import (
 from isozyme.codegen.opencl_program import CLEAR_KERNEL, OpenCLProgram
 from isozyme.runtime import opencl_counters, profiler
 from isozyme.runtime.device_array import DeviceArray
-from isozyme.runtime.opencl_device import Device, import_pyopencl
+from isozyme.runtime.opencl_device import Device, chained, import_pyopencl
 from isozyme.ssa.types import ArrayType, ScalarType
 
 
@@ -96,21 +96,6 @@ def replay_enabled() -> bool:
     if value not in ("0", "1"):
         raise ValueError(f"ISOZYME_OPENCL_REPLAY must be 0 or 1, not {value!r}")
     return value == "1"
-
-
-def chained(where: Device) -> bool:
-    """Are replayed launches on `where` chained: does a replayed loop kernel's last work group run the serial
-    kernel on to its next request, so that a replay enqueues no resume after a launch? On NVIDIA's OpenCL
-    when `ISOZYME_OPENCL_CHAIN` is "1"; not elsewhere (`codegen/opencl_control.CHAIN_MACRO` says why).
-    On an H100 a resume is a launch of some 5 to 10 us of the GPU's time, and its enqueue some 5 us of the
-    host's: chained, the GMM gradient at n=1000 d=10 K=25 took 0.25 ms against 0.28 to 0.47 unchained
-    (`benchmarks/gmm_gpu_kernels.py`'s pairs and staged). It is off by default because the loop kernels
-    that hold the serial code use more registers (the reverse pairs loop 90 against 64, with the serial
-    code inlined or not): at d=64 K=100 `gmm_pairs_qmu` took 2.3 ms chained against 1.7 to 1.8 unchained."""
-    value = os.environ.get("ISOZYME_OPENCL_CHAIN", "0")
-    if value not in ("0", "1"):
-        raise ValueError(f"ISOZYME_OPENCL_CHAIN must be 0 or 1, not {value!r}")
-    return value == "1" and where.ptx
 
 
 REPLAYED_GROUPS_PER_CORE = 4
@@ -182,8 +167,7 @@ class Runner:
         self.resumes = {mode: _Command(kernel, (1,), (1,), True, [self.control, self.heap[0], np.int64(mode)],
                                        "serial", "iz_serial") for mode, kernel in self.serials.items()}
         """The runs of the serial kernel, by mode (`_resume`): their arguments never change."""
-        self.chained = chained(where)
-        """Are replayed launches chained (`chained`, as when the program was built)?"""
+        self.chained = chained(where)  # as when the program was built (`opencl_backend.build_options`)
         self.argument_buffers: dict[int, Any] = {}
         """The buffer of each numpy array argument by position, reused by the next call whose array has as
         many bytes (allocating one costs a driver call, and freeing one waits for the GPU)."""
@@ -359,11 +343,10 @@ class Runner:
 
     def _replay(self, script: list[Step], control: Any) -> None:
         """Enqueue the launches and clears of the previous call, each clear followed by a resume of the
-        serial kernel, and each launch too unless it is chained (`chained`: the loop kernel's last work
-        group runs the serial kernel on itself, saving a launch and its enqueue). A replayed kernel runs
-        only if the serial kernel's pending request is that step (request number, kind, loop or site),
-        taking the trip count or the bytes from the request, and the resume after it (in the kernel or
-        not) goes on only if it ran. A call whose requests differ from the script stops at the first
+        serial kernel, and each launch too unless it is chained (`chained`: the loop kernel runs it on). A
+        replayed kernel runs only if the serial kernel's pending request is that step (request number,
+        kind, loop or site), taking the trip count or the bytes from the request, and the resume after it
+        (in the kernel or not) goes on only if it ran. A call whose requests differ from the script stops at the first
         difference, and the host serves the rest. Any launch size is right (a work item takes every
         size-th iteration); `_groups` chooses one that suits a trip count larger than the script's. The
         commands are made once per script (`plan`), so that `_enqueue` finds their arguments set."""
