@@ -332,3 +332,31 @@ def test_serial_code_between_replayed_launches_sees_every_work_group_s_stores(
     assert chained == (chain == "1" and iz.runtime.opencl_device.device().ptx)
     # the second call replays 4 steps of 2 launches: a resume after each unless chained
     assert runs[1] == runs[2] == (1 if chained else 1 + 4 * 2)
+
+
+@pytest.mark.parametrize("function", [reads_between_launches, histogram, two_loops])
+def test_each_continuation_names_only_labels_it_defines_and_keeps_its_scalars_off_registers(function):
+    """The chained launches' continuations (`SerialRenderer.continuation`, built only with `IZ_CHAIN`, so
+    PoCL never compiles them): each is the code after one launch, every label it jumps to is defined in it
+    (the ones it cannot reach trap), its scalars are `volatile`, and it restores no more words than the
+    serial kernel's resume at the same point, and only what it uses."""
+    import re
+
+    source = iz.show_ir(iz.kernel(function, backend="opencl"), "opencl")
+    serial = source[source.index("__kernel void iz_serial("):]
+    functions = re.findall(r"void iz_serial_run(\d+)\(.*?\n\}\n", source, flags=re.S)
+    assert sorted(functions) == ["0", "1"]  # one per loop
+    for number in functions:
+        text = re.search(rf"void iz_serial_run{number}\(.*?\n\}}\n", source, flags=re.S).group(0)
+        labels = set(re.findall(r"^(\w+):;", text, flags=re.M))
+        targets = set(re.findall(r"goto (\w+);", text))
+        assert targets <= labels, targets - labels
+        resume = re.search(r"goto (R\d+);\n", text).group(1)
+        prologue, code = text.split(f"goto {resume};", 1)
+        restored = re.findall(r"(\w+) = [^;]*ctl\[\d+\]", prologue)
+        case = re.search(rf"case {resume[1:]}:(.*?)goto {resume};", serial).group(1)
+        every = serial[serial.index("RESTORE:;"):serial.index("switch (")]  # what every resume restores
+        assert 0 < len(restored) <= len(re.findall(r"ctl\[\d+\]", every + case))
+        assert all(re.search(rf"\b{name}\b", code) for name in restored)  # only what it uses
+        assert re.search(r"volatile (long|double|bool) v\d+ = 0;", text)
+        assert not re.search(r"^  (long|double|bool) v\d+ = 0;", text, flags=re.M)

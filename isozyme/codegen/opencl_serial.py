@@ -57,6 +57,8 @@ SERIAL_RUN = "iz_serial_run"
 SERIAL_RUN_ATTRIBUTES = "__attribute__((always_inline))"
 _ASSIGNED = re.compile(r"(?<![\w.\[])([A-Za-z_]\w*)\s*(?:(?:[-+*/%|&^]|<<|>>)?=(?!=)|\+\+|--)")
 """An assignment to a variable in a line of C, of any kind (`SerialRenderer.continuation`)."""
+_NAME = re.compile(r"(?<![\w.])[A-Za-z_]\w*")
+"""A name in a line of C."""
 
 SERIAL_CLEAR_LIMIT = 4096
 """A zeroed local array of at most this many elements whose buffer is large enough is cleared by the serial
@@ -175,7 +177,8 @@ class SerialRenderer(FunctionRenderer):
         a loop kernel's registers are at least those of the functions it calls, and with the whole serial
         kernel there (127 registers) the reverse pairs loop of the GMM gradient (`benchmarks/
         gmm_gpu_kernels.gmm_pairs_qmu`) took 148 registers and 1.64 ms on an H100 against 64 and 0.86
-        unchained; with this code, 90. Any other label it names traps."""
+        unchained; with this code 90, and 80 with its scalars on the stack (`volatile`). Any other label
+        it names traps."""
         number = self.launch_resume[loop.number]
         units: list[Block | ParallelLoop] = []
         work: list[Block | ParallelLoop] = [loop]
@@ -203,11 +206,27 @@ class SerialRenderer(FunctionRenderer):
         assigned = {match.group(1) for line in code for match in _ASSIGNED.finditer(line)}
         unchanged = {self._store(key) for key in restored
                      if (self.names[key[0]] + ("" if key[1] < 0 else f"_d{key[1]}")) not in assigned}
+        code = [line for line in code if line.strip() not in unchanged]
+        # what the code uses, and the restores that compute it (a view's pointer from its arena and offset)
+        used = {name for line in code for name in _NAME.findall(line)}
+        restores: list[str] = []
+        for line in reversed([*self._restore(), *(f"  {self._load(key)}" for key in self.restores[number])]):
+            target = line.split("=", 1)[0].strip()
+            if target in used:
+                restores.insert(0, line)
+                used.update(_NAME.findall(line.split("=", 1)[1]))
+        # its scalars live on the stack (volatile), not in registers: a loop kernel takes as many registers as
+        # the code it runs needs anywhere, and this code, run by one work item once, held up to 90 where the
+        # loop's own code needed 64 (the GMM gradient's reverse pairs loop on an H100)
+        decls = []
+        for decl in self.decls:
+            declared, name = decl.split("=", 1)[0].split()[:-1], decl.split("=", 1)[0].split()[-1]
+            if name in used:
+                decls.append(decl if "*" in decl.split("=", 1)[0] else f"  volatile {' '.join(declared)} {name} = 0;")
         lines = [f"{SERIAL_RUN_ATTRIBUTES} void {SERIAL_RUN}{loop.number}({', '.join(self.run_params()[:-1])}) {{",
                  f"  __global long* err = ctl + {ERROR};", *argument_declarations(self.lang, self.function),
-                 *self.decls, "  if (err[0] != 0) return;", f"  if (ctl[{RESUME}] != {number}) goto L_trap;",
-                 *self._restore(), *(f"  {self._load(key)}" for key in self.restores[number]), f"  goto R{number};",
-                 *(line for line in code if line.strip() not in unchanged)]
+                 *decls, "  if (err[0] != 0) return;", f"  if (ctl[{RESUME}] != {number}) goto L_trap;",
+                 *restores, f"  goto R{number};", *code]
         for block in self.blocks:  # labels the included code may name but cannot reach
             if block not in self.hidden and block not in units:
                 lines.append(f"{self.labels[block]}:; goto L_trap;")

@@ -87,10 +87,12 @@ def chained(where: Device) -> bool:
     kernel on to its next request, so that a replay enqueues no resume after a launch? On NVIDIA's OpenCL
     when `ISOZYME_OPENCL_CHAIN` is "1"; not elsewhere (`codegen/opencl_control.CHAIN_MACRO` says why).
     On an H100 a resume is a launch of some 5 to 10 us of the GPU's time, and its enqueue some 5 us of the
-    host's: chained, the GMM gradient at n=1000 d=10 K=25 took 0.25 ms against 0.28 to 0.47 unchained
-    (`benchmarks/gmm_gpu_kernels.py`'s pairs and staged). It is off by default because the loop kernels
-    that hold the serial code use more registers (the reverse pairs loop 90 against 64, with the serial
-    code inlined or not): at d=64 K=100 `gmm_pairs_qmu` took 2.3 ms chained against 1.7 to 1.8 unchained."""
+    host's: chained, the GMM gradient at n=1000 d=10 K=25 took 0.26 to 0.30 ms against 0.30 to 0.45
+    unchained (`benchmarks/gmm_gpu_kernels.py`'s pairs and staged, side by side, 2026-11-28). It is off
+    by default because the loop kernels that hold the serial code take more registers (the reverse pairs
+    loop 80 against 64): at d=64 K=100 `gmm_pairs_qmu` took 1.9 to 2.4 ms chained against 1.75 to 1.85,
+    and the GPU transformer's training step (`benchmarks/transformer_gpu_kernels.py`) was no faster (3.75
+    against 3.55 to 3.69 ms at 2 layers, 6.64 to 6.78 against 6.71 to 6.91 at 4)."""
     value = os.environ.get("ISOZYME_OPENCL_CHAIN", "0")
     if value not in ("0", "1"):
         raise ValueError(f"ISOZYME_OPENCL_CHAIN must be 0 or 1, not {value!r}")
