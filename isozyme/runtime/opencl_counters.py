@@ -47,6 +47,7 @@ from typing import Any
 
 import numpy as np
 
+from isozyme.codegen.opencl_control import CHAIN_MACRO
 from isozyme.codegen.opencl_program import OpenCLProgram
 from isozyme.runtime.disk_cache import sha256
 from isozyme.runtime.opencl_device import import_pyopencl
@@ -159,7 +160,9 @@ def function_text(source: str, name: str) -> str:
 
 def access_sets(source: str, loops: int) -> tuple[list[AccessSet], AccessSet]:
     """The access sets of loop kernels 0..loops-1 (`iz_body<k>` and the group sums of `iz_par<k>`) and of
-    the serial kernel `iz_serial`."""
+    the serial kernel `iz_serial`. The chained launches' code (`CHAIN_MACRO`) is left out: it is the
+    serial kernel's, run by one work item, and counted calls are never replayed, so never chained."""
+    source = re.sub(rf"^#ifdef {CHAIN_MACRO}\n.*?^#endif\n", "", source, flags=re.MULTILINE | re.DOTALL)
     sets = []
     for k in range(loops):
         kernel = re.sub(rf"\biz_body{k}\([^;]*\);", "", function_text(source, f"iz_par{k}"))
