@@ -180,16 +180,17 @@ class SerialRenderer(FunctionRenderer):
         unchained; with this code 90, and 80 with its scalars on the stack (`volatile`). Any other label
         it names traps."""
         number = self.launch_resume[loop.number]
-        units: list[Block | ParallelLoop] = []
+        units: dict[Block | ParallelLoop, None] = {}  # in the order they are reached
         work: list[Block | ParallelLoop] = [loop]
         while work:
             unit = work.pop()
             if unit in units:
                 continue
-            units.append(unit)
+            units[unit] = None
+            if unit is loop:
+                work.append(loop.header)  # the resume goes on at the loop's header
             if isinstance(unit, ParallelLoop):
-                work.append(unit.header)  # the resume goes on at the loop's header
-                continue
+                continue  # another launch yields: what follows it runs after its own resume
             for successor in unit.successors:
                 entered = self.by_header.get(successor)
                 if entered is not None and unit not in entered.loop:
