@@ -44,9 +44,9 @@ inside a loop kernel: a sum came out 256 times over, even in launches that never
 GPU_FENCE = 'asm volatile("fence.acq_rel.gpu;" ::: "memory");'
 """A fence at the scope of the whole GPU (PTX's memory model). Each work item of a chained launch makes one
 after its last store, and the last work group's first work item one after its ticket (an atomic add that
-read every other group's ticket), so the serial code it then runs reads what every work item stored:
-without it, an H100's L1 cache gave that code a word of the control buffer as the kernel found it at its
-start (`mem_fence(CLK_GLOBAL_MEM_FENCE)` there did not do)."""
+read every other group's ticket), so the serial code it then runs reads what every work item stored.
+With `mem_fence(CLK_GLOBAL_MEM_FENCE)` there instead, on an H100 that code never saw the request marked
+served (by the first work item, at the kernel's start), and every replay stopped at its first launch."""
 REPLAYED, SERVED_BY_HOST, START = 0, 1, 2
 """The serial kernel's `served` argument: a resume enqueued after a replayed step, one after the host
 served the request, the first run of a call (which zeroes the control words the host does not keep)."""

@@ -172,8 +172,8 @@ class BodyRenderer(FunctionRenderer):
         params = [*kernel_params(lang, self.function), *self.serial.site_params(), "__global long* ctl",
                   "__global long* part", "__global long* heap", "long trip", "long sequence"]
         attribute = f"__attribute__((reqd_work_group_size({self.group_size}, 1, 1))) " if self.accumulators else ""
-        # replayed (`trip` -1): run only if the serial kernel's request `sequence` is this loop's launch (words
-        # that no loop kernel writes, so every work item decides alike), and mark the request served
+        # replayed (`trip` -1, or -2 chained): run only if the serial kernel's request `sequence` is this loop's
+        # launch (words that no loop kernel writes, so every work item decides alike), and mark it served
         replayed = [f"  bool chained = trip == {CHAINED_TRIP};", "  if (trip < 0) {",
                     f"    if (ctl[{KIND}] != {LAUNCH} || ctl[{ARG0}] != {k} || ctl[{SEQUENCE}] != sequence) "
                     "{ trip = 0; chained = false; }",

@@ -140,8 +140,8 @@ def _runner(name: str, program: OpenCLProgram, types: Sequence[Any], return_type
 
 CACHE_FORMAT = "isozyme opencl backend 6"
 """Changes when what the backend stores changes (2: the writable parameters; 3: the capacity words; 4: the
-work-group size; 5: whether a loop makes atomic adds; 6: the serial kernel's code a function that chained
-loop kernels call)."""
+work-group size; 5: whether a loop makes atomic adds; 6: the continuations of chained launches in the
+source)."""
 _programs: dict[str, OpenCLProgram] = {}
 """Programs made or loaded in this process, by cache key."""
 

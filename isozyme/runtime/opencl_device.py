@@ -88,7 +88,7 @@ def chained(where: Device) -> bool:
     when `ISOZYME_OPENCL_CHAIN` is "1"; not elsewhere (`codegen/opencl_control.CHAIN_MACRO` says why).
     On an H100 a resume is a launch of some 5 to 10 us of the GPU's time, and its enqueue some 5 us of the
     host's: chained, the GMM gradient at n=1000 d=10 K=25 took 0.26 to 0.30 ms against 0.30 to 0.45
-    unchained (`benchmarks/gmm_gpu_kernels.py`'s pairs and staged, side by side, 2026-11-28). It is off
+    unchained (`benchmarks/gmm_gpu_kernels.py`'s pairs and staged, side by side, 2026-11-27). It is off
     by default because the loop kernels that hold the serial code take more registers (the reverse pairs
     loop 80 against 64): at d=64 K=100 `gmm_pairs_qmu` took 1.9 to 2.4 ms chained against 1.75 to 1.85,
     and the GPU transformer's training step (`benchmarks/transformer_gpu_kernels.py`) was no faster (3.75
