@@ -55,8 +55,10 @@ SERIAL_RUN = "iz_serial_run"
 """`iz_serial_run<k>`: the serial kernel's code from its resume after loop k's launch to its next request
 (`SerialRenderer.continuation`), which the last work group of a chained launch of loop k runs."""
 SERIAL_RUN_ATTRIBUTES = "__attribute__((always_inline))"
-_ASSIGNED = re.compile(r"(?<![\w.\[])([A-Za-z_]\w*)\s*(?:(?:[-+*/%|&^]|<<|>>)?=(?!=)|\+\+|--)")
-"""An assignment to a variable in a line of C, of any kind (`SerialRenderer.continuation`)."""
+_ASSIGNED = re.compile(r"(?<![\w.\[])([A-Za-z_]\w*)\s*(?:(?:[-+*/%|&^]|<<|>>)?=(?!=)|\+\+|--)"
+                       r"|(?<![&\w)\]])&\s*([A-Za-z_]\w*)")
+"""An assignment to a variable in a line of C, of any kind, or its address taken (a binary `&` counts too:
+a word kept for nothing costs a store, a word dropped wrongly a stale value; `SerialRenderer.continuation`)."""
 _NAME = re.compile(r"(?<![\w.])[A-Za-z_]\w*")
 """A name in a line of C."""
 
@@ -204,7 +206,7 @@ class SerialRenderer(FunctionRenderer):
         # a word restored here and saved again unchanged is left as it is: those copies (the arrays' extents
         # above all) held some 30 registers in the GMM gradient's loop kernels
         restored = [*self._always(), *self.restores[number]]
-        assigned = {match.group(1) for line in code for match in _ASSIGNED.finditer(line)}
+        assigned = {match.group(1) or match.group(2) for line in code for match in _ASSIGNED.finditer(line)}
         unchanged = {self._store(key) for key in restored
                      if (self.names[key[0]] + ("" if key[1] < 0 else f"_d{key[1]}")) not in assigned}
         code = [line for line in code if line.strip() not in unchanged]
@@ -228,10 +230,9 @@ class SerialRenderer(FunctionRenderer):
                  f"  __global long* err = ctl + {ERROR};", *argument_declarations(self.lang, self.function),
                  *decls, "  if (err[0] != 0) return;", f"  if (ctl[{RESUME}] != {number}) goto L_trap;",
                  *restores, f"  goto R{number};", *code]
-        for block in self.blocks:  # labels the included code may name but cannot reach
+        for block in self.blocks:  # labels it names but cannot reach (a loop header after another launch)
             if block not in self.hidden and block not in units:
                 lines.append(f"{self.labels[block]}:; goto L_trap;")
-        lines += [f"P{other.number}:; goto L_trap;" for other in self.loops if other not in units]
         return [*lines, "L_trap:;", f"  err[0] = {self.trap}; return;", "}"]
 
     def site_params(self) -> list[str]:
