@@ -174,9 +174,8 @@ class Runner:
         self.script: list[Step] | None = None
         """The launches and clears of the previous call, which the next call replays (`_replay`); None
         after a call that failed."""
-        self.plan: tuple[list[Step], list[_Command], bool] | None = None
-        """A script, the commands that replay it (`_replay`) and whether they chain; None once a buffer they
-        name is replaced."""
+        self.plan: tuple[list[Step], list[_Command]] | None = None
+        """A script and the commands that replay it (`_replay`); None once a buffer they name is replaced."""
 
     @property
     def writable(self) -> frozenset[int]:
@@ -346,12 +345,12 @@ class Runner:
         serial kernel, and each launch too unless it is chained (`chained`: the loop kernel runs it on). A
         replayed kernel runs only if the serial kernel's pending request is that step (request number,
         kind, loop or site), taking the trip count or the bytes from the request, and the resume after it
-        (in the kernel or not) goes on only if it ran. A call whose requests differ from the script stops at the first
-        difference, and the host serves the rest. Any launch size is right (a work item takes every
+        (in the kernel or not) goes on only if it ran. A call whose requests differ from the script stops at
+        the first difference, and the host serves the rest. Any launch size is right (a work item takes every
         size-th iteration); `_groups` chooses one that suits a trip count larger than the script's. The
         commands are made once per script (`plan`), so that `_enqueue` finds their arguments set."""
         chained = self.chained
-        if self.plan is None or self.plan[0] is not script or self.plan[2] != chained:
+        if self.plan is None or self.plan[0] is not script:
             commands: list[_Command] = []
             for kind, sequence, a, b, c in script:
                 if kind == LAUNCH:
@@ -364,7 +363,7 @@ class Runner:
                                              [self.sites[a][0], control, np.int64(a), np.int64(sequence)],
                                              "fill", f"site {a} (replayed)", c))
                 commands.append(self.resumes[REPLAYED])
-            self.plan = (script, commands, chained)
+            self.plan = (script, commands)
         for command in self.plan[1]:
             self._issue(command)
 
