@@ -41,17 +41,26 @@ def call_profiled(kernel: iz.Kernel, *args: object) -> tuple[object, iz.runtime.
     return result, call
 
 
+def calls_against_numpy(kernel: iz.Kernel, numpy_model, x: np.ndarray, steps: tuple[int, ...],
+                        rel: float) -> list[iz.runtime.profiler.CallProfile]:
+    """Call `kernel(y, x, s)` for each s of `steps` on a fresh `y` of ones, each `y` and result against
+    `numpy_model(x, s)`; each call's profile."""
+    profiles = []
+    for s in steps:
+        y = np.ones_like(x)
+        total, call = call_profiled(kernel, y, x, s)
+        expected_y, expected_total = numpy_model(x, s)
+        np.testing.assert_allclose(y, expected_y, rtol=1e-14, err_msg=f"{s} steps")
+        assert total == pytest.approx(expected_total, rel=rel), s
+        profiles.append(call)
+    return profiles
+
+
 def test_each_call_equals_numpy_whatever_its_steps_and_a_repeated_call_waits_once():
     kernel = iz.kernel(stepping, backend="opencl")
     x = np.linspace(0.0, 1.0, 1000)
-    trips = []
-    for steps in (3, 3, 5, 5, 2, 2, 0, 4, 4):
-        y = np.ones_like(x)
-        total, call = call_profiled(kernel, y, x, steps)
-        expected_y, expected_total = stepping_numpy(x, steps)
-        np.testing.assert_allclose(y, expected_y, rtol=1e-14, err_msg=f"{steps} steps")
-        assert total == pytest.approx(expected_total, rel=1e-12), steps
-        trips.append(call.round_trips)
+    trips = [call.round_trips for call in calls_against_numpy(kernel, stepping_numpy, x, (3, 3, 5, 5, 2, 2, 0, 4, 4),
+                                                              1e-12)]
     # the first call and those with more steps than the previous one serve what the script lacks (a header
     # read per request); the others replay their requests and read the header once
     assert trips[0] == 3 * 2 + 1 and trips[2] == (5 - 3) * 2 + 1
@@ -320,14 +329,8 @@ def test_serial_code_between_replayed_launches_sees_every_work_group_s_stores(
     monkeypatch.setenv("ISOZYME_OPENCL_CHAIN", chain)
     kernel = iz.kernel(reads_between_launches, backend="opencl")
     x = np.random.default_rng(3).random(1 << 20)
-    runs = []
-    for steps in (4, 4, 4, 6, 6, 2):
-        y = np.ones_like(x)
-        total, call = call_profiled(kernel, y, x, steps)
-        expected_y, expected_total = reads_between_launches_numpy(x, steps)
-        np.testing.assert_allclose(y, expected_y, rtol=1e-14, err_msg=f"{steps} steps")
-        assert total == pytest.approx(expected_total, rel=1e-14), steps
-        runs.append(call.serial_runs)
+    calls = calls_against_numpy(kernel, reads_between_launches_numpy, x, (4, 4, 4, 6, 6, 2), 1e-14)
+    runs = [call.serial_runs for call in calls]
     chained = iz.runtime.opencl_device.chained(iz.runtime.opencl_device.device())
     assert chained == (chain == "1" and iz.runtime.opencl_device.device().ptx)
     # the second call replays 4 steps of 2 launches: a resume after each unless chained
