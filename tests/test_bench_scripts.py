@@ -427,3 +427,37 @@ def test_gmm_gpu_runs_and_fails_on_a_wrong_gradient(tmp_path: Path, monkeypatch:
                    for name in ("pairs", "pairs_qmu", "staged", "blocked", "points"))
     assert all(checks[f"isozyme {name} f32"]["passed"]  # 1e-6 of the largest entry is within f32's tolerance
                for name in ("pairs", "pairs_qmu", "staged", "blocked"))
+
+
+# --- transformer_parts.py ------------------------------------------------------------------------------------
+
+def test_transformer_parts_checks_every_part_against_torch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture) -> None:
+    """A correct tiny run passes with a row per part and the layer's sum; a gradient off by 1e-6 in one part
+    (the GELU's) fails that row and the run, and no other row."""
+    torch = pytest.importorskip("torch")
+    import transformer_parts
+
+    threads = (iz.get_num_threads(), torch.get_num_threads())
+    monkeypatch.setattr(transformer_parts, "main", _restoring_threads(transformer_parts.main, threads))
+    default_dtype = torch.get_default_dtype()  # main() sets f64
+    arguments = ["--quick", "--repeats", "1", "--threads", "1"]
+    try:
+        assert transformer_parts.main([*arguments, "--json", str(tmp_path / "good.json")]) == 0
+        report = json.loads((tmp_path / "good.json").read_text())
+        assert report["passed"] is True
+        assert [row["part"] for row in report["rows"]] == [*transformer_parts.LAYER_USES, "layer (sum)"]
+        gradient = transformer_parts.Part.isozyme
+
+        def wrong_gelu(self: Any) -> dict:
+            result = gradient(self)
+            if self.name == "gelu":
+                perturb_call(1)(result["x"])
+            return result
+        monkeypatch.setattr(transformer_parts.Part, "isozyme", wrong_gelu)
+        assert transformer_parts.main([*arguments, "--json", str(tmp_path / "bad.json")]) == 1
+    finally:
+        torch.set_default_dtype(default_dtype)
+    assert MISMATCH in capsys.readouterr().out
+    rows = {row["part"]: row["passed"] for row in json.loads((tmp_path / "bad.json").read_text())["rows"]}
+    assert rows.pop("gelu") is False and rows.pop("layer (sum)") is False and all(rows.values())
