@@ -38,6 +38,7 @@ sys.path[:0] = [str(ROOT / "examples"), str(ROOT)]
 
 import numpy as np  # noqa: E402
 from transformer import LN_EPS, causal_attention, dense, gelu, layer_norm  # noqa: E402
+from transformer_training import cpu_model  # noqa: E402
 
 import isozyme as iz  # noqa: E402
 from isozyme import Array, f64, i64  # noqa: E402
@@ -233,7 +234,8 @@ def main(argv: list[str] | None = None) -> int:
     print_row(rows[-1])
     passed = all(row["passed"] for row in rows)
     if options.json:
-        options.json.write_text(json.dumps({"threads": options.threads, "sizes": sizes, "torch": torch.__version__,
+        options.json.write_text(json.dumps({"cpu": cpu_model(), "threads": options.threads, "sizes": sizes,
+                                            "torch": torch.__version__,
                                             "passed": passed, "rows": rows}, indent=1) + "\n")
     if not passed:
         print(f"{MISMATCH}: a part's gradient differs from torch's by more than {TOLERANCE}", file=sys.stderr)
