@@ -434,7 +434,8 @@ def test_gmm_gpu_runs_and_fails_on_a_wrong_gradient(tmp_path: Path, monkeypatch:
 def test_transformer_parts_checks_every_part_against_torch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                            capsys: pytest.CaptureFixture) -> None:
     """A correct tiny run passes with a row per part and the layer's sum; a gradient off by 1e-6 in one part
-    (the GELU's) fails that row and the run, and no other row."""
+    (the GELU's), in its first call or in the mean of its timed calls, fails that row and the run, and no
+    other row."""
     torch = pytest.importorskip("torch")
     import transformer_parts
 
@@ -442,22 +443,25 @@ def test_transformer_parts_checks_every_part_against_torch(tmp_path: Path, monke
     monkeypatch.setattr(transformer_parts, "main", _restoring_threads(transformer_parts.main, threads))
     default_dtype = torch.get_default_dtype()  # main() sets f64
     arguments = ["--quick", "--repeats", "1", "--threads", "1"]
+    adjoints = transformer_parts.Part.adjoints
     try:
         assert transformer_parts.main([*arguments, "--json", str(tmp_path / "good.json")]) == 0
         report = json.loads((tmp_path / "good.json").read_text())
         assert report["passed"] is True
         assert [row["part"] for row in report["rows"]] == [*transformer_parts.LAYER_USES, "layer (sum)"]
-        gradient = transformer_parts.Part.isozyme
+        for wrong_call in (1, 2):  # the first call's gradient; the timed calls' mean
+            perturb = perturb_call(wrong_call)
 
-        def wrong_gelu(self: Any) -> dict:
-            result = gradient(self)
-            if self.name == "gelu":
-                perturb_call(1)(result["x"])
-            return result
-        monkeypatch.setattr(transformer_parts.Part, "isozyme", wrong_gelu)
-        assert transformer_parts.main([*arguments, "--json", str(tmp_path / "bad.json")]) == 1
+            def wrong_gelu(self: Any, calls: int = 1, perturb: Callable = perturb) -> dict:
+                result = adjoints(self, calls)
+                if self.name == "gelu":
+                    perturb(result["x"])
+                return result
+            monkeypatch.setattr(transformer_parts.Part, "adjoints", wrong_gelu)
+            bad = tmp_path / f"bad{wrong_call}.json"
+            assert transformer_parts.main([*arguments, "--json", str(bad)]) == 1
+            assert MISMATCH in capsys.readouterr().out
+            rows = {row["part"]: row["passed"] for row in json.loads(bad.read_text())["rows"]}
+            assert rows.pop("gelu") is False and rows.pop("layer (sum)") is False and all(rows.values())
     finally:
         torch.set_default_dtype(default_dtype)
-    assert MISMATCH in capsys.readouterr().out
-    rows = {row["part"]: row["passed"] for row in json.loads((tmp_path / "bad.json").read_text())["rows"]}
-    assert rows.pop("gelu") is False and rows.pop("layer (sum)") is False and all(rows.values())
