@@ -15,9 +15,9 @@ threads. Time: the median over `--repeats` calls after two untimed ones.
 
 Check, outside the timed region: isozyme's gradients against torch eager's, max-norm relative, within 1e-9
 (the same math rounded in another order), for its first call and for the mean of its timed calls (the
-adjoints zeroed before them: each call adds its gradient); a mismatch marks the row MISMATCH and the script exits with
-status 1 after printing and writing everything. The JSON also records torch.compile's gradient against torch
-eager's (`torch_compile_vs_eager`), as data: it is PyTorch's, not a check of isozyme.
+adjoints zeroed before them: each call adds its gradient); a mismatch marks the row MISMATCH and the script
+exits with status 1 after printing and writing everything. The JSON also records torch.compile's gradient
+against torch eager's (`torch_compile_vs_eager`), as data: it is PyTorch's, not a check of isozyme.
 
 The layer's row adds the parts as a layer uses them (`layer_norm` twice): what a layer's training costs on
 each side, apart from the residual adds and what runs between the parts. The loss `sum(out * g)` and its
