@@ -68,6 +68,28 @@ def test_each_call_equals_numpy_whatever_its_steps_and_a_repeated_call_waits_onc
     assert trips[7] == 4 * 2 + 1  # after a call with no launch, nothing to replay
 
 
+def test_a_replayed_call_copies_its_arrays_back_before_its_one_wait_and_again_when_its_requests_differ(
+        monkeypatch: pytest.MonkeyPatch):
+    """A numpy array the program writes is copied back before the header's read in a replayed call, which
+    then waits for the device once in all (no `finish` after it); a call that makes requests its script
+    lacks copies the array again after its last read, and `y` is numpy's in both."""
+    from isozyme.runtime.opencl_runner import Runner
+
+    waits = []
+    wait = Runner._wait
+    monkeypatch.setattr(Runner, "_wait", lambda self, block: (waits.append(block), wait(self, block)))
+    kernel = iz.kernel(stepping, backend="opencl")
+    x = np.linspace(0.0, 1.0, 500)
+    for steps, replays in ((2, False), (2, True), (4, False), (4, True), (1, True)):
+        waits.clear()
+        [call] = calls_against_numpy(kernel, stepping_numpy, x, (steps,), 1e-12)
+        kinds = [launch.kind for launch in call.launches if launch.kind in ("header", "copy-out")]
+        if replays:
+            assert kinds == ["copy-out", "header"] and not waits, (steps, kinds)
+        else:
+            assert kinds[-2:] == ["header", "copy-out"] and len(waits) == 1, (steps, kinds)
+
+
 def two_loops(y: Array[f64], x: Array[f64], pattern: Array[i64]):
     """Per element of `pattern`, one of two parallel loops, neither idempotent: running one twice, or
     skipping one, changes `y`."""

@@ -101,3 +101,27 @@ def test_repeated_gradients_with_large_zeroed_shadows_match_llvm():
         dx = np.zeros(n)
         iz.autodiff(on_opencl, Duplicated(np.zeros(n), dy.copy()), Duplicated(x, dx))
         np.testing.assert_allclose(dx, expected, rtol=1e-12, atol=1e-14, err_msg=f"call {call}")
+
+
+def reciprocal(y: Array[f64], x: Array[f64]):
+    for i in iz.prange(len(x)):
+        y[i] = 1.0 / x[i]
+
+
+def test_a_small_numpy_argument_of_zeros_is_filled_on_the_device_and_keeps_its_signs():
+    """A numpy argument of at most `ZEROS_FILLED` bytes, all zero, is a fill on the device instead of a copy
+    (`Runner._upload`): after a call that left other values in its buffer, it is zero again; -0.0 is not
+    zero bytes and is copied (1 / -0.0 is -inf)."""
+    from isozyme.runtime.opencl_launches import ZEROS_FILLED
+
+    kernel = iz.kernel(reciprocal, backend="opencl")
+    n = ZEROS_FILLED // 8
+    for x in (np.linspace(1.0, 2.0, n), np.zeros(n), np.where(np.arange(n) % 2 == 0, -0.0, 0.0),
+              np.arange(1.0, n + 1.0), np.zeros(n), np.zeros(n + 1)):
+        y = np.zeros_like(x)
+        with iz.profile() as prof, np.errstate(divide="ignore"):
+            kernel(y, x)
+            expected = 1.0 / x
+        np.testing.assert_array_equal(y, expected)
+        kinds = [launch.kind for launch in prof.calls[0].launches if launch.name.startswith("arg 1")]
+        assert kinds == (["fill"] if x.size <= n and not np.signbit(x).any() and not x.any() else ["copy-in"])

@@ -25,6 +25,7 @@ paths that do not need them, and all point down.
   `opencl_counters`: launch, allocation and bytes-moved counters of the `opencl` backend
   `profiler`: `iz.profile()` (`ISOZYME_PROFILE`): each OpenCL call's launches, copies and times
   `thread_pool`: the thread pool of `prange` loops on `llvm`; `iz.set_num_threads` (`ISOZYME_NUM_THREADS`)
+  `opencl_launches`: enqueueing an OpenCL program's kernels, each argument set only where it changed
 - `arguments`: checking a kernel's arguments at the call
   `disk_cache`: the on-disk cache of compiled code (`ISOZYME_CACHE_DIR`)
   `llvm_jit`: LLVM and MCJIT through llvmlite (imported only where compiling needs it)

@@ -10,16 +10,17 @@ CLEAR bytes of one. It then copies back the numpy arrays the program may write (
 the others, read-only ones too, are only copied in) and checks the error record: a failure raises the
 exception the interpreter raises (`codegen/error_sites.py`).
 
-**Replayed calls.** Serving a request is a round trip: the host waits for the device to read the header,
-then enqueues more work, and the GPU idles meanwhile (tens of microseconds each, more than a small loop
-kernel takes). So the runner keeps the launches and clears of a call that went through (its script), and
-the next call enqueues them all at once, each followed by a resume of the serial kernel, before it reads
-the header (`Runner._replay`). The kernels check on the device that the serial kernel's pending request is
-the step they replay (its number, kind and loop or site) and take its trip count or byte range from it; a
-resume goes on only after a step that served its request. A call that makes other requests (an ALLOC, a
-different number of time steps) stops at the first difference, and the host serves the rest as usual;
-what ran and what the host served becomes the next script. Results are the same either way; a call with no
-requests beyond its script waits for the device once. `ISOZYME_OPENCL_REPLAY=0` turns replays off.
+**Replayed calls.** Serving a request is a round trip: the host waits for the device to read the header, then
+enqueues more work, and the GPU idles meanwhile (tens of microseconds each, more than a small loop kernel
+takes). So the runner keeps the launches and clears of a call that went through (its script), and the next
+call enqueues them all at once, each followed by a resume of the serial kernel, before it reads the header
+(`Runner._replay`), and the copies back of the numpy arrays it may write too. The kernels check on the device
+that the serial kernel's pending request is the step they replay (its number, kind and loop or site) and take
+its trip count or byte range from it; a resume goes on only after a step that served its request. A call that
+makes other requests (an ALLOC, a different number of time steps) stops at the first difference, and the host
+serves the rest as usual; what ran and what the host served becomes the next script (and the arrays are copied
+back again at the end). Results are the same either way; a call with no requests beyond its script waits for
+the device once. `ISOZYME_OPENCL_REPLAY=0` turns replays off.
 
 `with opencl_counters.counting() as stats:` counts what the calls in the block do: NDRange launches of loop
 kernels, runs of the serial kernel (each resume one), buffer allocations and fills, and a model of the bytes
@@ -30,14 +31,11 @@ a hardware counter. Outside such a block the runner counts nothing (and a counte
 
 from __future__ import annotations
 
-import functools
 import math
-import operator
 import os
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -69,7 +67,17 @@ from isozyme.codegen.opencl_program import CLEAR_KERNEL, OpenCLProgram
 from isozyme.runtime import opencl_counters, profiler
 from isozyme.runtime.device_array import DeviceArray
 from isozyme.runtime.opencl_device import Device, chained, import_pyopencl
-from isozyme.ssa.types import ArrayType, ScalarType
+from isozyme.runtime.opencl_launches import (
+    NO_ARGUMENTS,
+    ZERO_BYTE,
+    ZEROS_FILLED,
+    Command,
+    KernelArguments,
+    blocking_read,
+    nonblocking_write,
+    python_scalar,
+)
+from isozyme.ssa.types import ArrayType
 
 
 def heap_megabytes() -> int:
@@ -123,17 +131,21 @@ class Runner:
         """The queue of the call in progress: the device's, or its profiling queue (`profiler.py`)."""
         self.trace: profiler.CallTrace | None = None
         """The profile of the call in progress, when a profile is active."""
-        self.kernel_args: dict[Any, tuple[list[object], list[object]]] = {}
-        """Each kernel's arguments as last set (`_enqueue`): the common ones, and the rest."""
+        self.arguments = KernelArguments()
+        """What each kernel's arguments were last set to (`opencl_launches.py`)."""
         self.base: list[object] | None = None
         """The common arguments of the program's kernels in the call in progress (`_base_args`)."""
         self.entry_args: list[object] = []
         """The entry's arguments in the call in progress."""
         self.argument_keys: list[object] | None = None
         """What made `entry_args`: each array's buffer and shape, each scalar and its sign (`_entry_args`)."""
+        self.argument_parts: list[list[object]] = []
+        """`entry_args` by position: an array's buffer and extents, a scalar."""
         self.cl = cl = import_pyopencl()
         self.enqueue_kernel = cl.enqueue_nd_range_kernel
-        self.read = _blocking_read(cl)
+        self.read = blocking_read(cl)
+        self.write = nonblocking_write(cl)
+        self.fill = getattr(getattr(cl, "_cl", None), "_enqueue_fill_buffer", cl.enqueue_fill_buffer)
         self.serials = {mode: cl.Kernel(built, program.serial) for mode in (START, REPLAYED, SERVED_BY_HOST)}
         """The serial kernel, one kernel object per value of its `served` argument (so no launch sets it)."""
         self.loops = [cl.Kernel(built, loop.name) for loop in program.loops]
@@ -164,7 +176,7 @@ class Runner:
         """Where `_read_header` reads the control buffer's header into."""
         self.kept: tuple[int, ...] | None = None
         """The words the host keeps in the control buffer, as last written there."""
-        self.resumes = {mode: _Command(kernel, (1,), (1,), True, [self.control, self.heap[0], np.int64(mode)],
+        self.resumes = {mode: Command(kernel, (1,), (1,), True, [self.control, self.heap[0], np.int64(mode)],
                                        "serial", "iz_serial") for mode, kernel in self.serials.items()}
         """The runs of the serial kernel, by mode (`_resume`): their arguments never change."""
         self.chained = chained(where)  # as when the program was built (`opencl_backend.build_options`)
@@ -174,7 +186,7 @@ class Runner:
         self.script: list[Step] | None = None
         """The launches and clears of the previous call, which the next call replays (`_replay`); None
         after a call that failed."""
-        self.plan: tuple[list[Step], list[_Command]] | None = None
+        self.plan: tuple[list[Step], list[Command]] | None = None
         """A script and the commands that replay it (`_replay`); None once a buffer they name is replaced."""
 
     @property
@@ -212,13 +224,14 @@ class Runner:
         queue, control = self.queue, self.control
         self.counted = opencl_counters.CountedCall.start(self.program, queue, self.types, values, uploads,
                                                          copies) if counting else None
+        finished = False
         try:
-            words = self._run(control)
+            words = self._run(control, copies)
+            finished = True
         finally:
-            for buffer, array, position in copies:
-                self._note(self.cl.enqueue_copy(queue, array, buffer, is_blocking=False), "copy-out",
-                           f"arg {position}", nbytes=array.nbytes)
-            self._wait(queue.finish)
+            if not finished:  # an exception: the arrays are copied back as after any call
+                self._copy_out(copies)
+                self._wait(queue.finish)
             if self.counted is not None:
                 self.counted.finish(control)
                 self.counted = None
@@ -226,15 +239,17 @@ class Runner:
             raise self.program.sites[words[ERROR] - 1].exception(words[ERROR + 1:])
         if self.return_type.is_void:
             return None
-        return _python_scalar(self.return_type, words[RETURN])
+        return python_scalar(self.return_type, words[RETURN])
 
     def _entry_args(self, values: Sequence[object], uploads: list[np.ndarray],
                     copies: list[tuple[Any, np.ndarray, int]]) -> list[object]:
         """The entry's arguments: each array's buffer (a numpy array's copied in, `_upload`) and extents, each
         scalar as a numpy scalar. While every position has the same buffer and shape, or scalar, as at the
-        previous call, that call's list, which `_base_args` and `_enqueue` then skip by its identity (making
-        numpy scalars and comparing their bytes took a tenth of a small call). A scalar's key holds its sign:
-        -0.0 == 0.0, but their bits differ; a NaN is never equal, so it is converted every time."""
+        previous call, that call's list, which `_base_args` and `_issue` then skip by its identity (making
+        numpy scalars and comparing their bytes took a tenth of a small call); where some positions change,
+        the others keep their objects (an array's extents too while its shape is the same), which
+        `KernelArguments` then finds by identity. A scalar's key holds its sign: -0.0 == 0.0, but their bits
+        differ; a NaN is never equal, so it is converted every time."""
         keys: list[object] = []
         for position, (scalar_type, value) in enumerate(zip(self.scalar_types, values, strict=True)):
             if isinstance(value, DeviceArray):
@@ -243,30 +258,43 @@ class Runner:
                 keys.append((self._upload(position, value, uploads, copies), value.shape))  # type: ignore[arg-type]
             else:
                 keys.append((value, math.copysign(1.0, value)))  # type: ignore[arg-type]
-        if keys == self.argument_keys:
+        previous = self.argument_keys
+        if keys == previous:
             return self.entry_args
         args: list[object] = []
-        for scalar_type, value, key in zip(self.scalar_types, values, keys):
-            if scalar_type is None:
+        parts = []
+        for position, (scalar_type, value, key) in enumerate(zip(self.scalar_types, values, keys)):
+            part = self.argument_parts[position] if previous is not None else None
+            if part is not None and key == previous[position]:  # type: ignore[index]
+                pass
+            elif scalar_type is None:
                 buffer, shape = key  # type: ignore[misc]
-                args += [buffer, *map(np.int64, shape)]
+                same_shape = part is not None and shape == previous[position][1]  # type: ignore[index]
+                part = [buffer, *(part[1:] if same_shape else map(np.int64, shape))]  # type: ignore[index]
             else:
-                args.append(scalar_type(value))
-        self.entry_args, self.argument_keys = args, keys
+                part = [scalar_type(value)]
+            parts.append(part)
+            args += part
+        self.entry_args, self.argument_keys, self.argument_parts = args, keys, parts
         return args
 
     def _upload(self, position: int, array: np.ndarray, uploads: list[np.ndarray],
                 copies: list[tuple[Any, np.ndarray, int]]) -> Any:
         """Copy numpy array argument `position` into its buffer, noting it in `uploads` and, where the program
-        may write it, in `copies`; the buffer."""
+        may write it, in `copies`; the buffer. A small array of zero bytes (the adjoint of an Active
+        parameter, which `iz.autodiff` passes as a zero) is filled on the device instead: a write from the
+        host cost a tenth of a small gradient call (`ZEROS_FILLED`)."""
         cl = self.cl
         host = array if array.size else np.zeros(1, dtype=array.dtype)  # no empty buffers in OpenCL
         buffer = self.argument_buffers.get(position)
         if buffer is None or buffer.size != host.nbytes:
             buffer = self.argument_buffers[position] = cl.Buffer(self.where.context, cl.mem_flags.READ_WRITE,
                                                                  host.nbytes)
-        self._note(cl.enqueue_copy(self.queue, buffer, host, is_blocking=False), "copy-in", f"arg {position}",
-                   nbytes=host.nbytes)
+        if host.nbytes <= ZEROS_FILLED and not host.view(np.uint8).any():
+            self._note(self.fill(self.queue, buffer, ZERO_BYTE, 0, host.nbytes), "fill", f"arg {position} (zeros)",
+                       nbytes=host.nbytes)
+        else:
+            self._note(self.write(self.queue, buffer, host), "copy-in", f"arg {position}", nbytes=host.nbytes)
         uploads.append(array)
         if array.size and position in self.program.writable:
             copies.append((buffer, array, position))
@@ -283,15 +311,21 @@ class Runner:
             self.cl.enqueue_copy(self.queue, self.control, self.control_host, is_blocking=False)  # ends in a finish
             self.kept = kept
 
-    def _run(self, control: Any) -> list[int]:
+    def _run(self, control: Any, copies: list[tuple[Any, np.ndarray, int]]) -> list[int]:
         """Run the serial kernel and serve its requests until it is done; the header's last words. A call of
         a program whose previous call went through replays that call's launches and clears first, without
-        waiting (`_replay`); the host then reads the header and serves what is left, if anything, as it
-        comes."""
+        waiting (`_replay`), then the copies back of the numpy arrays it may write (`copies`); the host then
+        reads the header and serves what is left, if anything, as it comes. A call that goes through its
+        script thus waits for the device once: the header's blocking read comes after the copies in the
+        queue, which runs its commands in order. A call that makes a request its script does not have
+        copies the arrays again at its end (the first copies ran too early), and so does a call with no
+        script."""
         script = self.script if self.counted is None and replay_enabled() else None
         self._resume(START)
+        copied = bool(script)
         if script:
             self._replay(script, control)
+            self._copy_out(copies)
         steps: list[Step] | None = None  # the script's steps that ran, once the header says which
         while True:
             words = self._read_header()
@@ -300,6 +334,7 @@ class Runner:
             kind, (a, b, c) = words[KIND], words[ARG0:ARG2 + 1]
             if words[ERROR] != 0 or kind == DONE:
                 break
+            copied = False  # the copies ran before the host served this request: they are copied again
             if steps is script:
                 steps = list(steps)  # the script stays as it is: `plan` replays it
             if kind == LAUNCH:
@@ -319,7 +354,16 @@ class Runner:
                 raise RuntimeError(f"the serial kernel made an unknown request {kind}")
             self._resume(SERVED_BY_HOST)
         self.script = steps if words[ERROR] == 0 and len(steps) <= MAX_REPLAYED else None
+        if copies and not copied:
+            self._copy_out(copies)
+            self._wait(self.queue.finish)
         return words
+
+    def _copy_out(self, copies: list[tuple[Any, np.ndarray, int]]) -> None:
+        """Enqueue the copies of the arrays the program may write back into the caller's numpy arrays."""
+        for buffer, array, position in copies:
+            self._note(self.cl.enqueue_copy(self.queue, array, buffer, is_blocking=False), "copy-out",
+                       f"arg {position}", nbytes=array.nbytes)
 
     def _read_header(self) -> list[int]:
         """Read the control buffer's header (a blocking copy), counting the wait in the profile; its words."""
@@ -348,10 +392,10 @@ class Runner:
         (in the kernel or not) goes on only if it ran. A call whose requests differ from the script stops at
         the first difference, and the host serves the rest. Any launch size is right (a work item takes every
         size-th iteration); `_groups` chooses one that suits a trip count larger than the script's. The
-        commands are made once per script (`plan`), so that `_enqueue` finds their arguments set."""
+        commands are made once per script (`plan`), so that `_issue` finds their arguments set."""
         chained = self.chained
         if self.plan is None or self.plan[0] is not script:
-            commands: list[_Command] = []
+            commands: list[Command] = []
             for kind, sequence, a, b, c in script:
                 if kind == LAUNCH:
                     commands.append(self._loop_command(a, b, control, sequence, chained))
@@ -359,7 +403,7 @@ class Runner:
                         continue  # its last work group resumes the serial kernel
                 else:
                     size = (self._groups(c // 8, GROUP_SIZE, replayed=True, reduces=False) * GROUP_SIZE,)
-                    commands.append(_Command(self.clear, size, None, False,
+                    commands.append(Command(self.clear, size, None, False,
                                              [self.sites[a][0], control, np.int64(a), np.int64(sequence)],
                                              "fill", f"site {a} (replayed)", c))
                 commands.append(self.resumes[REPLAYED])
@@ -372,7 +416,7 @@ class Runner:
         self._issue(self._loop_command(number, trip, control))
 
     def _loop_command(self, number: int, trip: int, control: Any, sequence: int = 0,
-                      chained: bool = False) -> _Command:
+                      chained: bool = False) -> Command:
         """The launch of loop `number` over `trip` iterations, or (`sequence` > 0) its replay for that
         request, `trip` being the previous call's (`_groups` sizes both), `chained` if its last work group
         is to run the serial kernel on."""
@@ -382,7 +426,7 @@ class Runner:
         if words > self.partials[1]:
             self.partials, self.plan = (self._buffer(AllocSite("i64", 0), words), words), None
         replayed = CHAINED_TRIP if chained else REPLAYED_TRIP
-        return _Command(self.loops[number], (groups * size,), (size,) if words else None, True,
+        return Command(self.loops[number], (groups * size,), (size,) if words else None, True,
                         [control, self.partials[0], self.heap[0], np.int64(trip if not sequence else replayed),
                          np.int64(sequence)], "loop", loop.name + (" (replayed)" if sequence else ""))
 
@@ -403,49 +447,21 @@ class Runner:
             return self.max_groups if reduces and self.where.is_gpu else max(groups, at_least)
         return groups
 
-    def _issue(self, command: _Command) -> None:
-        """Enqueue `command` (`_enqueue`), noting it in the profile."""
-        event = self._enqueue(command.kernel, command.global_size, command.local_size,
-                              self.base if command.common else NO_ARGUMENTS, command.rest)  # type: ignore[arg-type]
+    def _issue(self, command: Command) -> None:
+        """Enqueue `command`, its arguments set where they differ from its kernel's previous launch
+        (`opencl_launches.KernelArguments`), noting it in the profile. The arguments kept keep the previous
+        call's argument buffers alive until the next call replaces them."""
+        kernel = command.kernel
+        self.arguments.set(kernel, self.base if command.common else NO_ARGUMENTS, command.rest)  # type: ignore[arg-type]
+        event = self.enqueue_kernel(self.queue, kernel, command.global_size, command.local_size)
         if self.trace is not None:
             self.trace.add(event, profiler.Launch(command.kind, command.name, command.global_size,
                                                   command.local_size or (), command.nbytes))
 
-    def _enqueue(self, kernel: Any, global_size: tuple[int, ...], local_size: tuple[int, ...] | None,
-                 base: list[object], rest: list[object]) -> Any:
-        """Launch `kernel` on the arguments `base` then `rest`, setting only those that differ from its
-        previous launch: a serial kernel is launched again after every request, with the same arguments, and
-        setting some forty of them costs more than the launch on a GPU. `base` (the entry's arguments and
-        the sites' buffers, `_base_args`) is one list object as long as it does not change, and so is the
-        `rest` of a command made once (`_Command`): when both are the lists of the previous launch nothing
-        is compared, when `base` is only `rest` is (no list given here is changed afterwards). Buffers are
-        compared by identity, scalars by type and bits (-0.0 is not 0.0). The arguments kept keep the
-        previous call's argument buffers alive until the next call replaces them."""
-        previous = self.kernel_args.get(kernel)
-        if previous is None or previous[0] is not base or previous[1] is not rest:
-            if previous is None or len(previous[0]) + len(previous[1]) != len(base) + len(rest):
-                for index, new in enumerate([*base, *rest]):
-                    _set_arg(kernel, index, new)
-            elif previous[0] is base:
-                for index, (old, new) in enumerate(zip(previous[1], rest)):
-                    if not _same(old, new):
-                        _set_arg(kernel, len(base) + index, new)
-            else:
-                for index, (old, new) in enumerate(zip([*previous[0], *previous[1]], [*base, *rest])):
-                    if not _same(old, new):
-                        _set_arg(kernel, index, new)
-            self.kernel_args[kernel] = (base, rest)
-        return self.enqueue_kernel(self.queue, kernel, global_size, local_size)
-
     def _base_args(self, args: list[object]) -> list[object]:
         """The arguments every program kernel takes first: the entry's `args`, then each site's buffer; the
-        list of the previous call (or request) when they are the same, so that `_enqueue` skips them."""
-        base = [*args, *(buffer for buffer, _ in self.sites)]
-        previous = self.base
-        if previous is not None and len(previous) == len(base) and (all(map(operator.is_, previous, base))
-                                                                    or all(map(_same, previous, base))):
-            return previous
-        return base
+        list of the previous call (or request) when they are the same, so that `_issue` skips them."""
+        return self.arguments.rebase(self.base, [*args, *(buffer for buffer, _ in self.sites)])
 
     def _note(self, event: Any, kind: str, name: str, global_size: tuple[int, ...] = (),
               local_size: tuple[int, ...] = (), nbytes: int = 0) -> None:
@@ -530,37 +546,6 @@ class Runner:
         self._fill(site, old, new)
 
 
-NO_ARGUMENTS: list[object] = []
-"""The `base` of a kernel that takes none of the program's common arguments (`iz_clear`)."""
-
-
-@dataclass(frozen=True, slots=True)
-class _Command:
-    """A launch the runner may make again with the same arguments (`Runner._issue`)."""
-
-    kernel: Any
-    global_size: tuple[int, ...]
-    local_size: tuple[int, ...] | None
-    common: bool
-    """Whether the kernel takes the program's common arguments (`Runner.base`) before `rest`."""
-    rest: list[object]
-    """Its other arguments: one list, never changed, so that `Runner._enqueue` skips it by identity."""
-    kind: str
-    name: str
-    """What the profile calls it (`profiler.Launch`)."""
-    nbytes: int = 0
-
-
-def _blocking_read(cl: Any) -> Callable[[Any, Any, np.ndarray], Any]:
-    """`read(queue, buffer, host)`: a blocking copy of `host.nbytes` bytes from the start of `buffer`, through
-    the read that pyopencl's `enqueue_copy` calls (`_cl._enqueue_read_buffer`) where this pyopencl has it:
-    `enqueue_copy` sorting its arguments out took 4 of a small call's 80 us on PoCL."""
-    read = getattr(getattr(cl, "_cl", None), "_enqueue_read_buffer", None)
-    if read is None:
-        return lambda queue, buffer, host: cl.enqueue_copy(queue, host, buffer, is_blocking=True)
-    return functools.partial(read, is_blocking=True)
-
-
 def _steps_that_ran(script: list[Step], last: int, served: bool) -> list[Step]:
     """The steps of `script` that ran in a call whose last request is number `last` (`served`: whether the
     host or a replayed step served it): those before it, and it if served; `script` itself when all did
@@ -568,31 +553,3 @@ def _steps_that_ran(script: list[Step], last: int, served: bool) -> list[Step]:
     if not script or script[-1][1] < last or (script[-1][1] == last and served):
         return script
     return [step for step in script if step[1] < last or (step[1] == last and served)]
-
-
-def _set_arg(kernel: Any, index: int, value: object) -> None:
-    """Set a kernel argument: a numpy scalar by its bytes (pyopencl's `set_arg` takes some 15 us to find
-    out what a numpy scalar is, as long as a kernel launch on a GPU; a buffer, 0.3 us), else `set_arg`."""
-    set_bytes = getattr(kernel, "_set_arg_buf", None)
-    if set_bytes is not None and isinstance(value, np.generic):
-        set_bytes(index, value)
-    else:
-        kernel.set_arg(index, value)
-
-
-def _same(old: object, new: object) -> bool:
-    """Is kernel argument `new` the one already set, `old`: the same buffer, or a scalar of the same type
-    and bits?"""
-    return old is new or (type(old) is type(new) and isinstance(new, np.generic)
-                          and old.tobytes() == new.tobytes())  # type: ignore[attr-defined]
-
-
-def _python_scalar(ty: ScalarType, word: int) -> object:
-    """The return value from its control word (the bits of a float; f32 in the low half)."""
-    if ty.is_bool:
-        return bool(word)
-    if ty.is_int:
-        return int(word)
-    if ty.bits == 32:
-        return float(np.array([word], dtype=np.int64).view(np.float32)[0])
-    return float(np.array([word], dtype=np.int64).view(np.float64)[0])

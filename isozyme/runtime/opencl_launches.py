@@ -1,0 +1,152 @@
+"""Launching a program's OpenCL kernels from the host (`opencl_runner.Runner`): the commands it enqueues
+again and again (`Command`), setting their arguments (`KernelArguments`), and the reads and writes it makes
+through pyopencl's own functions (`blocking_read`, `nonblocking_write`).
+
+Setting a kernel argument is a driver call, and on a GPU setting some forty of them costs more than the
+launch: a serial kernel is launched again after every request with the same arguments, and a program's
+kernels all take the entry's arguments first (`Runner.base`). So each kernel's arguments are set only where
+they differ from what that kernel was last launched with. Lists are compared by identity first: the entry's
+arguments are one list object for as long as they do not change, and so is the rest of a command made
+once. When a call's arguments do change (another output array, as in a loop over batches), the runner
+notes which positions changed once (`KernelArguments.rebase`), and each kernel that was last launched with
+the list before sets those positions only, instead of comparing every argument again: in a call of an
+elementwise gradient on arrays of its own, comparing took more of the host's time than the launches.
+"""
+
+from __future__ import annotations
+
+import functools
+import operator
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from isozyme.ssa.types import ScalarType
+
+NO_ARGUMENTS: list[object] = []
+"""The `base` of a kernel that takes none of the program's common arguments (`iz_clear`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """A launch the runner may make again with the same arguments (`Runner._issue`)."""
+
+    kernel: Any
+    global_size: tuple[int, ...]
+    local_size: tuple[int, ...] | None
+    common: bool
+    """Whether the kernel takes the program's common arguments (`Runner.base`) before `rest`."""
+    rest: list[object]
+    """Its other arguments: one list, never changed, so that `KernelArguments.set` skips it by identity."""
+    kind: str
+    name: str
+    """What the profile calls it (`profiler.Launch`)."""
+    nbytes: int = 0
+
+
+class KernelArguments:
+    """The arguments each kernel of a program was last launched with, and the change of the common list
+    from the previous one to the current one (module docstring)."""
+
+    def __init__(self) -> None:
+        self.last: dict[Any, tuple[list[object], list[object]]] = {}
+        """Each kernel's arguments as last set: the common ones, and the rest."""
+        self.change: tuple[list[object], list[object], list[int]] | None = None
+        """The last change of the common list (`rebase`): the list before, the list after, and the positions
+        where they differ."""
+
+    def rebase(self, previous: list[object] | None, common: list[object]) -> list[object]:
+        """The common arguments of the kernels from now on: `previous` when `common` has the same arguments
+        (so that `set` skips them by identity), else `common`, noting where it differs from `previous`."""
+        if previous is None or len(previous) != len(common):
+            return common
+        if all(map(operator.is_, previous, common)):
+            return previous
+        changed = [index for index, (old, new) in enumerate(zip(previous, common)) if not same(old, new)]
+        if not changed:
+            return previous
+        self.change = (previous, common, changed)
+        return common
+
+    def set(self, kernel: Any, common: list[object], rest: list[object]) -> None:
+        """Set `kernel`'s arguments, `common` then `rest`, where they differ from its previous launch (no list
+        given here is changed afterwards)."""
+        previous = self.last.get(kernel)
+        if previous is not None and previous[0] is common and previous[1] is rest:
+            return
+        if previous is None or len(previous[0]) + len(previous[1]) != len(common) + len(rest):
+            for index, new in enumerate([*common, *rest]):
+                set_argument(kernel, index, new)
+        else:
+            change = self.change
+            if previous[0] is common:
+                pass
+            elif change is not None and change[0] is previous[0] and change[1] is common:
+                for index in change[2]:
+                    set_argument(kernel, index, common[index])
+            else:
+                for index, (old, new) in enumerate(zip(previous[0], common)):
+                    if not same(old, new):
+                        set_argument(kernel, index, new)
+            if previous[1] is not rest:
+                for index, (old, new) in enumerate(zip(previous[1], rest), len(common)):
+                    if not same(old, new):
+                        set_argument(kernel, index, new)
+        self.last[kernel] = (common, rest)
+
+
+def blocking_read(cl: Any) -> Callable[[Any, Any, np.ndarray], Any]:
+    """`read(queue, buffer, host)`: a blocking copy of `host.nbytes` bytes from the start of `buffer`, through
+    the read that pyopencl's `enqueue_copy` calls (`_cl._enqueue_read_buffer`) where this pyopencl has it:
+    `enqueue_copy` sorting its arguments out took 4 of a small call's 80 us on PoCL."""
+    read = getattr(getattr(cl, "_cl", None), "_enqueue_read_buffer", None)
+    if read is None:
+        return lambda queue, buffer, host: cl.enqueue_copy(queue, host, buffer, is_blocking=True)
+    return functools.partial(read, is_blocking=True)
+
+
+def nonblocking_write(cl: Any) -> Callable[[Any, Any, np.ndarray], Any]:
+    """`write(queue, buffer, host)`: a copy of `host` to the start of `buffer` that returns at once, through
+    pyopencl's `_cl._enqueue_write_buffer` where this pyopencl has it (`blocking_read`)."""
+    write = getattr(getattr(cl, "_cl", None), "_enqueue_write_buffer", None)
+    if write is None:
+        return lambda queue, buffer, host: cl.enqueue_copy(queue, buffer, host, is_blocking=False)
+    return functools.partial(write, is_blocking=False)
+
+
+ZEROS_FILLED = 64
+"""The most bytes of a numpy argument that the runner fills with zeros on the device, rather than copies,
+when they are all zero (`Runner._upload`): on PoCL a fill took 3 us, a write from the host 35 to 67."""
+
+ZERO_BYTE = np.zeros(1, dtype=np.uint8)
+"""The pattern of such a fill."""
+
+
+def set_argument(kernel: Any, index: int, value: object) -> None:
+    """Set a kernel argument: a numpy scalar by its bytes (pyopencl's `set_arg` takes some 15 us to find
+    out what a numpy scalar is, as long as a kernel launch on a GPU; a buffer, 0.3 us), else `set_arg`."""
+    set_bytes = getattr(kernel, "_set_arg_buf", None)
+    if set_bytes is not None and isinstance(value, np.generic):
+        set_bytes(index, value)
+    else:
+        kernel.set_arg(index, value)
+
+
+def same(old: object, new: object) -> bool:
+    """Is kernel argument `new` the one already set, `old`: the same buffer, or a scalar of the same type
+    and bits?"""
+    return old is new or (type(old) is type(new) and isinstance(new, np.generic)
+                          and old.tobytes() == new.tobytes())  # type: ignore[attr-defined]
+
+
+def python_scalar(ty: ScalarType, word: int) -> object:
+    """The return value from its control word (the bits of a float; f32 in the low half)."""
+    if ty.is_bool:
+        return bool(word)
+    if ty.is_int:
+        return int(word)
+    if ty.bits == 32:
+        return float(np.array([word], dtype=np.int64).view(np.float32)[0])
+    return float(np.array([word], dtype=np.int64).view(np.float64)[0])
