@@ -9,15 +9,16 @@
 (`ISOZYME_PROFILE=all` prints every call, `1` the last call of each kernel and the totals).
 
 Per call (`CallProfile`), everything the runner (`opencl_runner.Runner`) asked the device to do, in order
-(`Launch`): each run of the serial kernel (`serial`; a resume after a request is one more: a host round
-trip), each NDRange launch of a parallel loop's kernel (`loop`, with its global and local sizes), each copy
-of a numpy argument to the device and back (`copy-in`, `copy-out`, with its bytes), each buffer fill
-(`fill`), each copy of a local array's buffer into a larger one (`grow`) and each read of the control
-header after a serial run (`header`). Device times come from the
-queue's profiling events (the end minus the start of each command, in ms). Host times: `wall_ms`, the call
-inside the runner, from its first enqueue to its return; `wait_ms`, the part of it the host spent blocked
-on the device (reading the header, the final `finish`); `python_ms = wall_ms - wait_ms`, the host's own
-work (Python, pyopencl, the driver's enqueue). The argument checks before the runner are not included.
+(`Launch`): each run of the serial kernel (`serial`; a resume after a request is one more: a host round trip),
+each NDRange launch of a parallel loop's kernel (`loop`, with its global and local sizes), each copy of a
+numpy argument to the device and back (`copy-in`, `copy-out`, with its bytes), each buffer fill (`fill`: a
+small numpy argument of zero bytes is one, not a copy), each copy of a local array's buffer into a larger one
+(`grow`) and each read of the control header after a serial run (`header`). Device times come from the queue's
+profiling events (the end minus the start of each command, in ms). Host times: `wall_ms`, the call inside the
+runner, from its first enqueue to its return; `wait_ms`, the part of it the host spent blocked on the device
+(reading the header, and the `finish` after copies back that come after the last read); `python_ms = wall_ms -
+wait_ms`, the host's own work (Python, pyopencl, the driver's enqueue). The argument checks before the runner
+are not included.
 
 While a profile is active the runner uses a second queue of the device with profiling enabled; commands
 and their order are the same, so what is measured is the code that runs unprofiled. Calls of the `llvm`
