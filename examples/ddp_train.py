@@ -106,6 +106,10 @@ def train(steps: int, batch: int, features: int, hidden: int, lr: float, layer: 
             print(f"step {step:4d}  loss on rank 0's share {loss.item():.6f}")
     parameters = {name: p.detach().numpy().copy() for name, p in model.named_parameters()}
     if distributed:
+        # every process reaches this point before any tears gloo down: without the barrier, under load a
+        # process sometimes aborted in the teardown ("terminate called without an active exception") after
+        # its last step, failing the run
+        dist.barrier()
         dist.destroy_process_group()
     return parameters
 
