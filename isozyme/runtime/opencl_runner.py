@@ -308,7 +308,8 @@ class Runner:
             first = self.program.capacities
             self.control_host[HEAP_WORDS] = self.heap[1]
             self.control_host[first:first + len(capacities)] = capacities
-            self.cl.enqueue_copy(self.queue, self.control, self.control_host, is_blocking=False)  # ends in a finish
+            # done by the time the call's header read returns: the queue runs its commands in order
+            self.cl.enqueue_copy(self.queue, self.control, self.control_host, is_blocking=False)
             self.kept = kept
 
     def _run(self, control: Any, copies: list[tuple[Any, np.ndarray, int]]) -> list[int]:
@@ -317,9 +318,8 @@ class Runner:
         waiting (`_replay`), then the copies back of the numpy arrays it may write (`copies`); the host then
         reads the header and serves what is left, if anything, as it comes. A call that goes through its
         script thus waits for the device once: the header's blocking read comes after the copies in the
-        queue, which runs its commands in order. A call that makes a request its script does not have
-        copies the arrays again at its end (the first copies ran too early), and so does a call with no
-        script."""
+        queue, which runs its commands in order. When the call makes a request its script lacks, the first
+        copies ran too early: the arrays are copied again at the end, as in a call with no script."""
         script = self.script if self.counted is None and replay_enabled() else None
         self._resume(START)
         copied = bool(script)
