@@ -1,6 +1,6 @@
 """Launching a program's OpenCL kernels from the host (`opencl_runner.Runner`): the commands it enqueues
 again and again (`Command`), setting their arguments (`KernelArguments`), and the reads and writes it makes
-through pyopencl's own functions (`blocking_read`, `nonblocking_write`).
+through pyopencl's own functions (`blocking_read`, `nonblocking_write`, `zero_fill`).
 
 Setting a kernel argument is a driver call, and on a GPU setting some forty of them costs more than the
 launch: a serial kernel is launched again after every request with the same arguments, and a program's
@@ -64,7 +64,7 @@ class KernelArguments:
             return common
         if all(map(operator.is_, previous, common)):
             return previous
-        changed = [index for index, (old, new) in enumerate(zip(previous, common)) if not same(old, new)]
+        changed = self._changed(previous, common)
         if not changed:
             return previous
         self.change = (previous, common, changed)
@@ -76,41 +76,46 @@ class KernelArguments:
         previous = self.last.get(kernel)
         if previous is not None and previous[0] is common and previous[1] is rest:
             return
-        if previous is None or len(previous[0]) + len(previous[1]) != len(common) + len(rest):
+        if previous is None or len(previous[0]) != len(common) or len(previous[1]) != len(rest):
             for index, new in enumerate([*common, *rest]):
                 set_argument(kernel, index, new)
         else:
-            change = self.change
-            if previous[0] is common:
-                pass
-            elif change is not None and change[0] is previous[0] and change[1] is common:
-                for index in change[2]:
+            if previous[0] is not common:
+                for index in self._changed(previous[0], common):
                     set_argument(kernel, index, common[index])
-            else:
-                for index, (old, new) in enumerate(zip(previous[0], common)):
-                    if not same(old, new):
-                        set_argument(kernel, index, new)
             if previous[1] is not rest:
                 for index, (old, new) in enumerate(zip(previous[1], rest), len(common)):
                     if not same(old, new):
                         set_argument(kernel, index, new)
         self.last[kernel] = (common, rest)
 
+    def _changed(self, before: list[object], common: list[object]) -> list[int]:
+        """The positions where `common` differs from `before`: the last change's when it is this one, else
+        found by comparing."""
+        change = self.change
+        if change is not None and change[0] is before and change[1] is common:
+            return change[2]
+        return [index for index, (old, new) in enumerate(zip(before, common)) if not same(old, new)]
+
+
+def _own(cl: Any, name: str) -> Callable[..., Any] | None:
+    """pyopencl's own function `name` (`_cl._enqueue_read_buffer`, ...), the one its `enqueue_copy` and
+    `enqueue_fill_buffer` call after sorting their arguments out (4 of a small call's 80 us on PoCL), where
+    this pyopencl has it; else None."""
+    return getattr(getattr(cl, "_cl", None), name, None)
+
 
 def blocking_read(cl: Any) -> Callable[[Any, Any, np.ndarray], Any]:
-    """`read(queue, buffer, host)`: a blocking copy of `host.nbytes` bytes from the start of `buffer`, through
-    the read that pyopencl's `enqueue_copy` calls (`_cl._enqueue_read_buffer`) where this pyopencl has it:
-    `enqueue_copy` sorting its arguments out took 4 of a small call's 80 us on PoCL."""
-    read = getattr(getattr(cl, "_cl", None), "_enqueue_read_buffer", None)
+    """`read(queue, buffer, host)`: a blocking copy of `host.nbytes` bytes from the start of `buffer`."""
+    read = _own(cl, "_enqueue_read_buffer")
     if read is None:
         return lambda queue, buffer, host: cl.enqueue_copy(queue, host, buffer, is_blocking=True)
     return functools.partial(read, is_blocking=True)
 
 
 def nonblocking_write(cl: Any) -> Callable[[Any, Any, np.ndarray], Any]:
-    """`write(queue, buffer, host)`: a copy of `host` to the start of `buffer` that returns at once, through
-    pyopencl's `_cl._enqueue_write_buffer` where this pyopencl has it (`blocking_read`)."""
-    write = getattr(getattr(cl, "_cl", None), "_enqueue_write_buffer", None)
+    """`write(queue, buffer, host)`: a copy of `host` to the start of `buffer` that returns at once."""
+    write = _own(cl, "_enqueue_write_buffer")
     if write is None:
         return lambda queue, buffer, host: cl.enqueue_copy(queue, buffer, host, is_blocking=False)
     return functools.partial(write, is_blocking=False)
@@ -120,8 +125,12 @@ ZEROS_FILLED = 64
 """The most bytes of a numpy argument that the runner fills with zeros on the device, rather than copies,
 when they are all zero (`Runner._upload`): on PoCL a fill took 3 us, a write from the host 35 to 67."""
 
-ZERO_BYTE = np.zeros(1, dtype=np.uint8)
-"""The pattern of such a fill."""
+
+def zero_fill(cl: Any) -> Callable[[Any, Any, int], Any]:
+    """`zero(queue, buffer, nbytes)`: fill the first `nbytes` bytes of `buffer` with zeros on the device."""
+    fill = _own(cl, "_enqueue_fill_buffer") or cl.enqueue_fill_buffer
+    zero = np.zeros(1, dtype=np.uint8)
+    return lambda queue, buffer, nbytes: fill(queue, buffer, zero, 0, nbytes)
 
 
 def set_argument(kernel: Any, index: int, value: object) -> None:

@@ -69,13 +69,13 @@ from isozyme.runtime.device_array import DeviceArray
 from isozyme.runtime.opencl_device import Device, chained, import_pyopencl
 from isozyme.runtime.opencl_launches import (
     NO_ARGUMENTS,
-    ZERO_BYTE,
     ZEROS_FILLED,
     Command,
     KernelArguments,
     blocking_read,
     nonblocking_write,
     python_scalar,
+    zero_fill,
 )
 from isozyme.ssa.types import ArrayType
 
@@ -145,7 +145,7 @@ class Runner:
         self.enqueue_kernel = cl.enqueue_nd_range_kernel
         self.read = blocking_read(cl)
         self.write = nonblocking_write(cl)
-        self.fill = getattr(getattr(cl, "_cl", None), "_enqueue_fill_buffer", cl.enqueue_fill_buffer)
+        self.zero = zero_fill(cl)
         self.serials = {mode: cl.Kernel(built, program.serial) for mode in (START, REPLAYED, SERVED_BY_HOST)}
         """The serial kernel, one kernel object per value of its `served` argument (so no launch sets it)."""
         self.loops = [cl.Kernel(built, loop.name) for loop in program.loops]
@@ -291,7 +291,7 @@ class Runner:
             buffer = self.argument_buffers[position] = cl.Buffer(self.where.context, cl.mem_flags.READ_WRITE,
                                                                  host.nbytes)
         if host.nbytes <= ZEROS_FILLED and not host.view(np.uint8).any():
-            self._note(self.fill(self.queue, buffer, ZERO_BYTE, 0, host.nbytes), "fill", f"arg {position} (zeros)",
+            self._note(self.zero(self.queue, buffer, host.nbytes), "fill", f"arg {position} (zeros)",
                        nbytes=host.nbytes)
         else:
             self._note(self.write(self.queue, buffer, host), "copy-in", f"arg {position}", nbytes=host.nbytes)
