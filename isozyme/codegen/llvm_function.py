@@ -14,6 +14,7 @@ an array element, bounds-checked in checked mode (`element_address`).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import cached_property
 
 from llvmlite import ir
 
@@ -27,6 +28,7 @@ from isozyme.codegen.llvm_types import F32, F64, I1, I64, POINTER, flat_paramete
 from isozyme.ssa.cfg import reverse_post_order
 from isozyme.ssa.flags import CHECKED, is_growable_alloc
 from isozyme.ssa.ir import Block, Constant, Function, Instruction, Value
+from isozyme.ssa.loops import LoopNest
 from isozyme.ssa.ops import Op
 from isozyme.ssa.types import ArrayType
 
@@ -101,6 +103,11 @@ class FunctionEmitter:
                 for pred, value in phi.incoming:
                     if pred in self.exits:  # an unreachable predecessor has no LLVM block
                         self.values[phi].add_incoming(self.operand(value), self.exits[pred])
+
+    @cached_property
+    def loops(self) -> LoopNest:
+        """The function's loops, for lowerings that ask which loop an instruction is in."""
+        return LoopNest(self.function)
 
     def _bind_arguments(self) -> None:
         params = iter(self.llvm_fn.args)
