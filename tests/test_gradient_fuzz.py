@@ -33,7 +33,9 @@ reverse mode agree to ~1e-15.
 Budget (2-core CI machine, profile "ci", ~300 programs, ~50 s): every program of
 `test_gradients_on_the_interpreter` (160) runs reverse mode pre and post on the interpreter,
 `test_gradients_on_llvm` (30) does the same on LLVM (a gradient compile costs ~0.2 s there),
-`test_every_feature_differentiates_or_refuses` (110) on the interpreter; forward mode is checked for one
+`test_every_feature_differentiates_or_refuses` (110) on the interpreter,
+`test_gradients_on_llvm_with_reassoc_and_contract` (20) reverse mode post on LLVM with those fast-math
+flags, against finite differences only; forward mode is checked for one
 opt per program (alternating), which halves its compiles. Compiling dominates. The number of programs scales
 with the hypothesis profile (`tests/conftest.py`: "ci", derandomized, is the default; `python -m pytest -m
 fuzz --hypothesis-profile=long` runs ten times as many, randomized, ~10 minutes).
@@ -41,6 +43,7 @@ fuzz --hypothesis-profile=long` runs ten times as many, randomized, ~10 minutes)
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -333,6 +336,29 @@ def test_gradients_on_the_interpreter(kernel_dir: Path, program: gradgen.Program
 @given(program=gradgen.programs(ENABLED_FEATURES), seed=seeds)
 def test_gradients_on_llvm(kernel_dir: Path, program: gradgen.Program, seed: int) -> None:
     check_program(make_problem(program, seed, kernel_dir), "llvm", forward_opt(seed))
+
+
+FUSING_FEATURES = frozenset({
+    "prange", "loss", "second_input", "index_table", "nested_loops", "accumulators", "math", "helper_calls",
+    "overwrites",
+})
+"""Programs whose reverse adds sums of products into shadows inside loops (the reverse of `prange` loops:
+atomic adds), the adds that `fastmath=("reassoc", "contract")` makes chains of fused multiply-adds
+(`codegen/llvm_accumulation.py`)."""
+
+
+@scaled(0.2)
+@given(program=gradgen.programs(FUSING_FEATURES), seed=seeds)
+def test_gradients_on_llvm_with_reassoc_and_contract(kernel_dir: Path, program: gradgen.Program,
+                                                     seed: int) -> None:
+    """Reverse mode of the kernel built with `fastmath=("reassoc", "contract")` (opt post, LLVM) against finite
+    differences: its sums are reordered and contracted, so its results are not those of the strict build
+    bit for bit, but its gradient is the same derivative."""
+    problem = make_problem(program, seed, kernel_dir)
+    tell(gradgen.numbered(problem.program))
+    fused = dataclasses.replace(problem, kernel=iz.kernel(fastmath=("reassoc", "contract"))(problem.kernel.py_func))
+    reverse = reverse_mode(fused, "post", "llvm")
+    check_against_finite_differences(problem, reverse.gradient, directional_derivative(problem), "post/llvm fused")
 
 
 EXITING_LOOPS_OVER_LOCAL_ARRAYS = frozenset({
