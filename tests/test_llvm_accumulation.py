@@ -48,9 +48,30 @@ exit:
 """
 
 
-def llvm_text(fastmath: tuple[str, ...], at: str = "%i") -> str:
+# d[i] += a * x[i]: one product
+SCALE = """
+func @acc(%d: f64[?], %x: f64[?], %a: f64, %n: i64) {
+entry:
+  br head
+head:
+  %i = phi i64 [entry: 0, body: %i.next]
+  %go = icmp.slt %i, %n
+  cbr %go, body, exit
+body:
+  %xi = load %x[%i]
+  %p = fmul %a, %xi
+  atomic_add %p, %d[%i]
+  %i.next = iadd %i, 1
+  br head
+exit:
+  ret
+}
+"""
+
+
+def llvm_text(fastmath: tuple[str, ...], at: str = "%i", source: str | None = None) -> str:
     """The LLVM IR of @acc's own function (not of the entry points that call it)."""
-    module = parse_module(ACCUMULATE.format(at=at))
+    module = parse_module(ACCUMULATE.format(at=at) if source is None else source)
     code = emit_llvm(module, module["acc"], CodegenOptions(fastmath=fastmath), "iz_t_").ir_text
     start = code.index('@"iz_t_acc"(')
     return code[start:code.index("\n}", start)]
@@ -76,6 +97,15 @@ def test_with_reassoc_and_contract_the_sum_is_a_chain_of_fused_multiply_adds_fro
     last = next(name for name, line in defined.items() if line.startswith("fadd") and f"double {second}," in line)
     assert f"store double {last}," in code  # then %c, and into memory
     assert len(fused_calls(llvm_text(("fast",)))) == 2
+
+
+def test_one_product_is_one_fused_multiply_add_into_the_old_value() -> None:
+    code = llvm_text(FUSING, source=SCALE)
+    (call,) = fused_calls(code)
+    assert "(double %\"a\", double " in call
+    assert definitions(code)[call.rsplit("double ", 1)[1].rstrip(")")].startswith("load double")
+    assert f"store double {call.split(' = ')[0]}," in code
+    assert fused_calls(llvm_text(("reassoc",), source=SCALE)) == []
 
 
 @pytest.mark.parametrize("fastmath", [(), ("reassoc",), ("contract",), ("afn", "reassoc")])

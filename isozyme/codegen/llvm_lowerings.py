@@ -29,7 +29,7 @@ from collections.abc import Callable
 from llvmlite import ir
 
 from isozyme.codegen import llvm_block_pool as block_pool
-from isozyme.codegen.llvm_accumulation import address_varies, fused_sum, fuses, summands
+from isozyme.codegen.llvm_accumulation import address_varies, fused_sum, fuses, is_product, summands
 from isozyme.codegen.llvm_arena_cache import is_arena
 from isozyme.codegen.llvm_function import FunctionEmitter, Lowering
 from isozyme.codegen.llvm_types import F32, F64, I1, I8, I64, POINTER, element_size, register_type, storage_type
@@ -251,16 +251,16 @@ def _lower_store(em: FunctionEmitter, inst: Instruction) -> None:
 
 
 def _lower_atomic_add(em: FunctionEmitter, inst: Instruction) -> None:
-    """Compiled CPU code runs one thread, so the atomic add is a plain read-modify-write; a float sum of
-    products, with "reassoc" and "contract", one chain of fused multiply-adds from the old value
+    """Compiled CPU code runs one thread, so the atomic add is a plain read-modify-write; a float product or
+    sum of products, with "reassoc" and "contract", one chain of fused multiply-adds from the old value
     (`llvm_accumulation.py`)."""
     b = em.builder
     value, array, *indices = inst.operands
     address = em.element_address(inst, array, list(indices))
     element = storage_type(array.type.element)  # type: ignore[attr-defined]
     old = b.load(address, typ=element)
-    terms = summands(value, inst.block) if value.type.is_float and fuses(em.fmf) else [value]
-    if len(terms) > 1 and address_varies(inst, list(indices), em.loops):
+    terms = summands(value, inst.block) if value.type.is_float and fuses(em.fmf) else []
+    if any(is_product(term) for term in terms) and address_varies(inst, list(indices), em.loops):
         add = fused_sum(b, old, terms, em.operand, em.fmf)
     else:
         add = b.fadd(old, em.operand(value)) if value.type.is_float else b.add(old, em.operand(value))
