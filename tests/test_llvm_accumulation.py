@@ -143,6 +143,25 @@ def two_token_dense(out: Array[f64, 2], W: Array[f64, 2], x: Array[f64, 2]):
         out[1, o] = a1
 
 
+def scaled_sum(x: Array[f64], a: f64) -> f64:
+    s = 0.0
+    for i in iz.prange(len(x)):
+        s += x[i] * (0.5 * a)
+    return s
+
+
+def test_a_product_computed_before_a_prange_loop_is_added_as_a_value_in_its_worker() -> None:
+    """The reverse adds d_s * (0.5 * a) into d_x[i] in the loop; that product is computed before it, and the
+    loop's worker function receives the product, not its factors (the gradient fuzzer's failing program:
+    "value %differet is used before it is emitted")."""
+    fused = iz.kernel(fastmath=FUSING)(scaled_sum)
+    x, d_x = np.arange(5.0), np.zeros(5)
+    result, (d_a,) = iz.autodiff(fused, iz.Duplicated(x, d_x), iz.Active(3.0))
+    assert result == pytest.approx(0.5 * 3.0 * x.sum())
+    np.testing.assert_allclose(d_x, np.full(5, 1.5))
+    assert d_a == pytest.approx(0.5 * x.sum())
+
+
 def loss(out: Array[f64, 2], W: Array[f64, 2], x: Array[f64, 2], g: Array[f64, 2]) -> f64:
     two_token_dense(out, W, x)
     total = 0.0

@@ -18,8 +18,9 @@ inner loop went from 40 to 32 vector operations per 32 products, and the gradien
 whole training step's. The loop is bound by its loads and stores as much as by its arithmetic.
 
 Only where it costs nothing in latency:
-- the tree's inner `fadd`s are used only by the tree and are in the add's own block (one computed once
-  outside a loop is not recomputed per iteration);
+- the tree's inner `fadd`s and the fused products are used only by the tree and are in the add's own
+  block (a sum or product computed once outside a loop is not recomputed per iteration, and its operands
+  need not be at hand in a `prange` loop's worker);
 - the element's address changes with the innermost loop around the add (an index is computed in that
   loop). An address the loop does not change is a sum that LLVM can keep in a register across the
   iterations, and a chain through it would put every product on the loop-carried path instead of one add.
@@ -52,9 +53,11 @@ def summands(value: Value, block: object) -> list[Value]:
     return [value]
 
 
-def is_product(term: Value) -> bool:
-    """A multiply used only by the sum: it becomes the multiply of a fused multiply-add."""
-    return isinstance(term, Instruction) and term.op == Op.FMUL and len(term.uses) == 1
+def is_product(term: Value, block: object) -> bool:
+    """A multiply in `block` used only by the sum: it becomes the multiply of a fused multiply-add. One in
+    another block stays a term (its factors need not be at hand where the add is: a product computed
+    before a `prange` loop reaches the loop's worker function as a value, without its factors)."""
+    return isinstance(term, Instruction) and term.op == Op.FMUL and term.block is block and len(term.uses) == 1
 
 
 def address_varies(inst: Instruction, indices: list[Value], loops: LoopNest) -> bool:
@@ -66,15 +69,15 @@ def address_varies(inst: Instruction, indices: list[Value], loops: LoopNest) -> 
     return any(isinstance(index, Instruction) and index.block in loop for index in indices)
 
 
-def fused_sum(builder: ir.IRBuilder, old: ir.Value, terms: list[Value], operand: Callable[[Value], ir.Value],
-              fmf: tuple[str, ...]) -> ir.Value:
-    """`old` plus every term, in order: a product used only here as an `llvm.fmuladd` into the running sum,
-    any other term as an `fadd` with the kernel's flags."""
+def fused_sum(builder: ir.IRBuilder, old: ir.Value, terms: list[Value], block: object,
+              operand: Callable[[Value], ir.Value], fmf: tuple[str, ...]) -> ir.Value:
+    """`old` plus every term, in order: a product of `block` used only here as an `llvm.fmuladd` into the
+    running sum, any other term as an `fadd` with the kernel's flags."""
     module = builder.module
     fmuladd = module.declare_intrinsic("llvm.fmuladd", [old.type], ir.FunctionType(old.type, [old.type] * 3))
     total = old
     for term in terms:
-        if is_product(term):
+        if is_product(term, block):
             left, right = (operand(factor) for factor in term.operands)
             total = builder.call(fmuladd, [left, right, total])
         else:

@@ -260,8 +260,8 @@ def _lower_atomic_add(em: FunctionEmitter, inst: Instruction) -> None:
     element = storage_type(array.type.element)  # type: ignore[attr-defined]
     old = b.load(address, typ=element)
     terms = summands(value, inst.block) if value.type.is_float and fuses(em.fmf) else []
-    if any(is_product(term) for term in terms) and address_varies(inst, list(indices), em.loops):
-        add = fused_sum(b, old, terms, em.operand, em.fmf)
+    if any(is_product(term, inst.block) for term in terms) and address_varies(inst, list(indices), em.loops):
+        add = fused_sum(b, old, terms, inst.block, em.operand, em.fmf)
     else:
         add = b.fadd(old, em.operand(value)) if value.type.is_float else b.add(old, em.operand(value))
     em.arena_scopes.tag(old, array)
