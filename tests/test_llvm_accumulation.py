@@ -21,9 +21,7 @@ from isozyme.ssa.parser import parse_module
 
 FUSING = ("contract", "reassoc")
 
-# d[at] += a * x[i] + b * y[i] + c for i < n, where c = a + b is computed before the loop; at is %i (varies
-# with the loop) or %k (does not)
-ACCUMULATE = """
+LOOP = """
 func @acc(%d: f64[?], %x: f64[?], %y: f64[?], %a: f64, %b: f64, %n: i64, %k: i64) {{
 entry:
   %c = fadd %a, %b
@@ -37,41 +35,28 @@ body:
   %yi = load %y[%i]
   %p = fmul %a, %xi
   %q = fmul %b, %yi
-  %s = fadd %p, %q
-  %t = fadd %s, %c
-  atomic_add %t, %d[{at}]
+{body}
   %i.next = iadd %i, 1
   br head
 exit:
   ret
 }}
 """
+"""A loop over i < n; c = a + b is computed before it."""
+
+SUM_OF_PRODUCTS = """\
+  %s = fadd %p, %q
+  %t = fadd %s, %c
+  atomic_add %t, %d[{at}]"""
+"""d[at] += a * x[i] + b * y[i] + c, where at is %i (varies with the loop) or %k (does not)."""
+
+ONE_PRODUCT = "  atomic_add %p, %d[%i]"
+"""d[i] += a * x[i]."""
 
 
-# d[i] += a * x[i]: one product
-SCALE = """
-func @acc(%d: f64[?], %x: f64[?], %a: f64, %n: i64) {
-entry:
-  br head
-head:
-  %i = phi i64 [entry: 0, body: %i.next]
-  %go = icmp.slt %i, %n
-  cbr %go, body, exit
-body:
-  %xi = load %x[%i]
-  %p = fmul %a, %xi
-  atomic_add %p, %d[%i]
-  %i.next = iadd %i, 1
-  br head
-exit:
-  ret
-}
-"""
-
-
-def llvm_text(fastmath: tuple[str, ...], at: str = "%i", source: str | None = None) -> str:
+def llvm_text(fastmath: tuple[str, ...], at: str = "%i", body: str = SUM_OF_PRODUCTS) -> str:
     """The LLVM IR of @acc's own function (not of the entry points that call it)."""
-    module = parse_module(ACCUMULATE.format(at=at) if source is None else source)
+    module = parse_module(LOOP.format(body=body.format(at=at)))
     code = emit_llvm(module, module["acc"], CodegenOptions(fastmath=fastmath), "iz_t_").ir_text
     start = code.index('@"iz_t_acc"(')
     return code[start:code.index("\n}", start)]
@@ -100,12 +85,12 @@ def test_with_reassoc_and_contract_the_sum_is_a_chain_of_fused_multiply_adds_fro
 
 
 def test_one_product_is_one_fused_multiply_add_into_the_old_value() -> None:
-    code = llvm_text(FUSING, source=SCALE)
+    code = llvm_text(FUSING, body=ONE_PRODUCT)
     (call,) = fused_calls(code)
     assert "(double %\"a\", double " in call
     assert definitions(code)[call.rsplit("double ", 1)[1].rstrip(")")].startswith("load double")
     assert f"store double {call.split(' = ')[0]}," in code
-    assert fused_calls(llvm_text(("reassoc",), source=SCALE)) == []
+    assert fused_calls(llvm_text(("reassoc",), body=ONE_PRODUCT)) == []
 
 
 @pytest.mark.parametrize("fastmath", [(), ("reassoc",), ("contract",), ("afn", "reassoc")])
