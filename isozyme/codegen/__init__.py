@@ -23,7 +23,7 @@ that layer, which import each other not at all; each module imports only modules
 - `llvm_types`: the LLVM types of SSA values
   `llvm_alias_scopes`: alias scopes that tell the arena's slots apart
   `llvm_vector_math`: "afn" math functions with their vector versions (glibc's libmvec)
-  `llvm_accumulation`: an adjoint's add of a sum of products as one chain of fused multiply-adds
+  `llvm_accumulation`: an adjoint's add of products into memory as one chain of fused multiply-adds
   `opencl_function`: `FunctionRenderer`: the walk over one function after out-of-SSA
   `opencl_control`: what the host and the kernels agree on: control buffer words, requests, alloc sites
   `serial_liveness`: which scalars the serial kernel saves and restores across each yield to the host

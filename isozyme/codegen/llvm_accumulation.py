@@ -17,7 +17,7 @@ inner loop went from 40 to 32 vector operations per 32 products, and the gradien
 1.31-1.36 to 1.28-1.33 ms and 1.68-1.75 to 1.62-1.68 ms; fc2's moved within its noise, and so did the
 whole training step's. The loop is bound by its loads and stores as much as by its arithmetic.
 
-Only where it costs nothing in latency:
+Only where the chain costs nothing more and needs nothing the add does not have at hand:
 - the tree's inner `fadd`s and the fused products are used only by the tree and are in the add's own
   block (a sum or product computed once outside a loop is not recomputed per iteration, and its operands
   need not be at hand in a `prange` loop's worker);
