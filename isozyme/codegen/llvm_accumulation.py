@@ -36,6 +36,7 @@ from llvmlite import ir
 from isozyme.ssa.ir import Instruction, Value
 from isozyme.ssa.loops import LoopNest
 from isozyme.ssa.ops import Op
+from isozyme.ssa.trip_count import is_loop_invariant
 
 FUSING_FLAGS = ("reassoc", "contract")
 """Fast-math flags that allow the chain (each one, or "fast")."""
@@ -66,7 +67,7 @@ def address_varies(inst: Instruction, indices: list[Value], loops: LoopNest) -> 
     loop = loops.loop_of(inst.block)
     if loop is None:
         return True
-    return any(isinstance(index, Instruction) and index.block in loop for index in indices)
+    return not all(is_loop_invariant(index, loop) for index in indices)
 
 
 def fused_sum(builder: ir.IRBuilder, old: ir.Value, terms: list[Value], block: object,
