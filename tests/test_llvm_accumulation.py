@@ -71,15 +71,20 @@ def definitions(code: str) -> dict[str, str]:
     return {line.split(" = ", 1)[0].strip(): line.split(" = ", 1)[1] for line in code.splitlines() if " = " in line}
 
 
+def adds_into_a_load(code: str, call: str) -> bool:
+    """Whether the fmuladd `call` adds into a value loaded from memory (its third operand)."""
+    return definitions(code)[call.rsplit("double ", 1)[1].rstrip(")")].startswith("load double")
+
+
 def test_with_reassoc_and_contract_the_sum_is_a_chain_of_fused_multiply_adds_from_the_old_value() -> None:
     code = llvm_text(FUSING)
     calls = fused_calls(code)
     assert len(calls) == 2, code
-    defined = definitions(code)
     first, second = (call.split(" = ")[0] for call in calls)
-    assert defined[calls[0].rsplit("double ", 1)[1].rstrip(")")].startswith("load double")  # from the old value
+    assert adds_into_a_load(code, calls[0])  # from the old value
     assert calls[1].endswith(f"double {first})")  # through both products
-    last = next(name for name, line in defined.items() if line.startswith("fadd") and f"double {second}," in line)
+    last = next(name for name, line in definitions(code).items() if line.startswith("fadd")
+                and f"double {second}," in line)
     assert f"store double {last}," in code  # then %c, and into memory
     assert len(fused_calls(llvm_text(("fast",)))) == 2
 
@@ -88,7 +93,7 @@ def test_one_product_is_one_fused_multiply_add_into_the_old_value() -> None:
     code = llvm_text(FUSING, body=ONE_PRODUCT)
     (call,) = fused_calls(code)
     assert "(double %\"a\", double " in call
-    assert definitions(code)[call.rsplit("double ", 1)[1].rstrip(")")].startswith("load double")
+    assert adds_into_a_load(code, call)
     assert f"store double {call.split(' = ')[0]}," in code
     assert fused_calls(llvm_text(("reassoc",), body=ONE_PRODUCT)) == []
 
