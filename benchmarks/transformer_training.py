@@ -2,15 +2,19 @@
 part 4).
 
     python benchmarks/transformer_training.py [--depths 1,2,3,4] [--steps 100] [--threads N]
-        [--backend llvm|opencl] [--variants strict,reassoc,contract,afn,checkpoint,pairs] [--interleave] [--quick]
-        [--json FILE]
+        [--backend llvm|opencl] [--variants strict,reassoc,contract,afn,checkpoint,pairs] [--rounds 5]
+        [--interleave] [--quick] [--json FILE]
 
 The model of `examples/transformer.py` (d_model 64, 4 heads, sequence 64, batch 16, vocabulary 128, MLP
 width 256, the checkpointed loss on 4 chunks of 4 sequences; `--quick`: a tiny one, 2 layers at most, 5
 steps), f64, trained with Adam (lr 1e-3) for `--steps` steps at each depth, every variant from the same
-initial weights on the same batches, one variant's steps after the other's (each thread pool, isozyme's and
-PyTorch's OpenMP, then has the cores to itself: pools that take turns step by step wait on each other's
-spinning threads; `--interleave` takes turns anyway):
+initial weights on the same batches. The steps are run in `--rounds` rounds: in each, every variant runs
+its next `steps / rounds` steps, one variant's after the other's (each thread pool, isozyme's and PyTorch's
+OpenMP, then has the cores to itself: pools that take turns step by step wait on each other's spinning
+threads; `--interleave` takes turns anyway, a round a step). On a shared machine the speed changes in
+phases that last seconds (one process at 4 layers: 20 steps at 60 ms, 15 at 43, 10 at 75): with one
+round, one variant could run all its steps in a slow phase and another in a fast one; rounds spread every
+variant's steps over the same phases. The variants:
 
 - `isozyme` (`--variants strict`): `transformer_loss` as written (IEEE-strict), its gradient by
   `iz.autodiff` and the update by the `adam_step` kernel, `prange` loops on `--threads` threads;
@@ -186,20 +190,24 @@ def _figure(pattern: str, header: list[str], missing: int | None = None) -> int:
     return missing
 
 
+def rounds_of(steps: int, rounds: int) -> list[range]:
+    """The steps 0..steps-1 cut into `rounds` consecutive ranges (at most `steps` of them, none empty),
+    their lengths differing by one at most."""
+    rounds = max(1, min(rounds, steps))
+    cuts = [steps * r // rounds for r in range(rounds + 1)]
+    return [range(start, stop) for start, stop in zip(cuts, cuts[1:])]
+
+
 def measure(layers: int, steps: int, sizes: dict[str, int], kernels: dict[str, iz.Kernel], backend: str,
-            interleave: bool) -> dict:
+            rounds: int) -> dict:
     from transformer import Config, make_batches
 
     config = Config(layers=layers, **sizes)
     batches = make_batches(config, steps, seed=1)
     made = runners(config, batches, kernels, backend)
-    if interleave:
-        for k in range(steps):
-            for runner in made:
-                runner.step(k)
-    else:
+    for part in rounds_of(steps, rounds):  # every variant's steps in the same order, the variants in turn
         for runner in made:
-            for k in range(steps):
+            for k in part:
                 runner.step(k)
     reference = next(r for r in made if r.name == "torch eager")
     variants: dict[str, dict[str, object]] = {}
@@ -217,7 +225,8 @@ def measure(layers: int, steps: int, sizes: dict[str, int], kernels: dict[str, i
     for entry in variants.values():
         if compiled and entry["seconds_median"]:
             entry["speedup_over_torch_compile"] = compiled / entry["seconds_median"]
-    row = {"layers": layers, "config": vars(config), "steps": steps, "variants": variants,
+    row = {"layers": layers, "config": vars(config), "steps": steps, "rounds": len(rounds_of(steps, rounds)),
+           "variants": variants,
            "check": {"passed": all(v["check"]["passed"] for v in variants.values())}}
     if backend == "llvm":  # the memory plans of the CPU's code
         from transformer import transformer_loss, transformer_loss_checkpointed
@@ -257,6 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--variants", default="strict,reassoc,contract,afn,checkpoint,pairs",
                         help="isozyme's: strict, reassoc, contract, afn, checkpoint (llvm only), pairs (opencl only)")
     parser.add_argument("--quick", action="store_true", help="a tiny model, at most 2 layers and 5 steps")
+    parser.add_argument("--rounds", type=int, default=5, help="the variants take turns this many times")
     parser.add_argument("--interleave", action="store_true", help="variants take turns step by step")
     parser.add_argument("--json", metavar="FILE")
     options = parser.parse_args(argv)
@@ -272,12 +282,15 @@ def main(argv: list[str] | None = None) -> int:
         depths = [depth for depth in depths if depth <= 2] or [1]
     if steps < 2:
         parser.error("--steps must be at least 2 (the first step compiles and is not timed)")
+    if options.rounds < 1:
+        parser.error(f"--rounds must be at least 1, got {options.rounds}")
     iz.set_num_threads(options.threads)
     torch.set_num_threads(options.threads)
     kernels = loss_kernels(variants)
     rows: list[dict] = []
     for layers in depths:
-        rows.append(measure(layers, steps, sizes, kernels, options.backend, options.interleave))
+        rows.append(measure(layers, steps, sizes, kernels, options.backend,
+                            steps if options.interleave else options.rounds))
         print_row(rows[-1])
         if options.json:  # after each row: a run cut short keeps the rows it measured
             report = {"backend": options.backend, "threads": options.threads,

@@ -327,10 +327,12 @@ def test_transformer_training_checks_every_loss_curve(tmp_path: Path, monkeypatc
     torch = pytest.importorskip("torch")
     threads = (iz.get_num_threads(), torch.get_num_threads())  # main() sets both; put them back after
     monkeypatch.setattr(transformer_training, "main", _restoring_threads(transformer_training.main, threads))
-    arguments = ["--quick", "--depths", "1", "--steps", "3", "--variants", "strict", "--threads", "1"]
+    arguments = ["--quick", "--depths", "1", "--steps", "3", "--variants", "strict", "--threads", "1",
+                 "--rounds", "2"]
     assert transformer_training.main([*arguments, "--json", str(tmp_path / "good.json")]) == 0
     report = json.loads((tmp_path / "good.json").read_text())
     assert report["passed"] is True and len(report["rows"][0]["variants"]["isozyme"]["losses"]) == 3
+    assert report["rows"][0]["rounds"] == 2  # steps 0, then 1 and 2: each curve still in step order
     step, calls = transformer.Trainer.step, [0]
 
     def wrong_in_the_second_step(self: Any, batch: Any) -> float:
@@ -342,6 +344,16 @@ def test_transformer_training_checks_every_loss_curve(tmp_path: Path, monkeypatc
     row = json.loads((tmp_path / "bad.json").read_text())["rows"][0]
     assert row["check"]["passed"] is False and row["variants"]["isozyme"]["check"]["passed"] is False
     assert row["variants"]["torch.compile"]["check"]["passed"] is True
+
+
+@pytest.mark.parametrize(("steps", "rounds"), [(100, 5), (10, 3), (3, 5), (7, 1), (2, 2)])
+def test_transformer_training_rounds_cover_every_step_once_in_order(steps: int, rounds: int) -> None:
+    import transformer_training
+
+    parts = transformer_training.rounds_of(steps, rounds)
+    assert [k for part in parts for k in part] == list(range(steps))
+    assert len(parts) == min(steps, rounds) and all(len(part) >= 1 for part in parts)
+    assert max(map(len, parts)) - min(map(len, parts)) <= 1
 
 
 @needs_opencl
