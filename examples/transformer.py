@@ -141,7 +141,7 @@ def dense(out: Array[f64, 4], lo: i64, x: Array[f64, 4], lx: i64, W: Array[f64, 
     # Outputs outside, tokens inside: the reverse pass adds into four rows of the weights' adjoint for all
     # the sequence's tokens before it moves on, so those rows stay in the L1 cache, and so do the inputs'
     # adjoints where they are small (64 tokens x 64 inputs: 32 KiB); tokens outside, the whole weight
-    # adjoint went through the cache for every four tokens (6-10% of a training step, 2-core Xeon)
+    # adjoint went through the cache for every block of tokens (6-10% of a training step, 2-core Xeon)
     S, n_out = x.shape[2], W.shape[1]
     for b in iz.prange(x.shape[1]):
         for quad in range(n_out // 4):
@@ -210,6 +210,7 @@ def dense(out: Array[f64, 4], lo: i64, x: Array[f64, 4], lx: i64, W: Array[f64, 
                 if with_residual:
                     acc += residual[lr, b, s, o]
                 out[lo, b, s, o] = acc
+
 
 @iz.kernel
 def causal_attention(out: Array[f64, 4], probs: Array[f64, 4], scores: Array[f64, 4], qkv: Array[f64, 4],
