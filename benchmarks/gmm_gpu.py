@@ -2,7 +2,7 @@
 
     ISOZYME_OPENCL_DEVICE=nvidia python benchmarks/gmm_gpu.py [--sizes 1000x10x25,1000x64x100,100000x10x25]
         [--precisions f64,f32] [--repeats 20] [--peers jax,torch,torch_compile]
-        [--variants pairs,pairs_qmu,staged,blocked,points] [--profile] [--json FILE] [--plot FILE.svg]
+        [--variants pairs,pairs_qmu,staged,blocked,blocked_qmu,points] [--profile] [--json FILE] [--plot FILE.svg]
     python benchmarks/gmm_gpu.py --from-json FILE --plot FILE.svg      # the plot of an earlier run
 
 ADBench's GMM objective (`examples/gmm.py`), the gradient with respect to alphas, means and icf, at n x d x K.
@@ -13,6 +13,7 @@ Rows, per size and precision (f32 where the peer supports it; isozyme's f32 kern
   step of the reverse pairs loop instead of two);
 - `isozyme staged`: its `gmm_staged` (the same pairs in three stages through (d, K*n) arrays);
 - `isozyme blocked`: its `gmm_blocked` (a work item per component and four points);
+- `isozyme blocked_qmu`: its `gmm_blocked_qmu` (the same with Q_k mu_k once per component);
 - `isozyme points`: `opencl_gpu.py`'s `gmm_prange` (a work item per point: the example's loops), f64 only;
 - `jax`: `jax.jit(jax.grad(...))` of ADBench's JAX formulation (`isozyme/benchmark_suite/peer_jax.py`) on the GPU;
 - `torch_compile`, `torch`: `torch.compile` and eager PyTorch of the same formulation
@@ -307,10 +308,10 @@ def kernel_of(variant: str, precision: str) -> iz.Kernel:
     if variant == "isozyme points":
         return gmm_prange
     module = gmm_gpu_kernels if precision == "f64" else gmm_gpu_kernels.load(iz.f32)
-    return getattr(module, "gmm_" + variant.removeprefix("isozyme "))  # pairs, pairs_qmu, staged, blocked
+    return getattr(module, "gmm_" + variant.removeprefix("isozyme "))  # pairs, pairs_qmu, staged, blocked, ...
 
 
-FORMULATIONS = ("pairs", "pairs_qmu", "staged", "blocked", "points")
+FORMULATIONS = ("pairs", "pairs_qmu", "staged", "blocked", "blocked_qmu", "points")
 """isozyme's rows by their `--variants` names (module docstring); `points` runs in f64 only."""
 
 
@@ -370,8 +371,8 @@ def print_row(row: dict[str, Any]) -> None:
 
 
 COLORS = {"isozyme pairs": "#1f77b4", "isozyme pairs_qmu": "#ff7f0e", "isozyme staged": "#9467bd",
-          "isozyme blocked": "#17becf", "isozyme points": "#aec7e8", "jax": "#d62728", "torch_compile": "#2ca02c",
-          "torch": "#98df8a"}
+          "isozyme blocked": "#17becf", "isozyme blocked_qmu": "#bcbd22", "isozyme points": "#aec7e8",
+          "jax": "#d62728", "torch_compile": "#2ca02c", "torch": "#98df8a"}
 
 
 def plot(rows: list[dict[str, Any]], path: str) -> None:

@@ -22,8 +22,8 @@ and torch's usual precision on a GPU).
 The formulations share loops 1 and 3, the transpose and the prior as helper kernels (inlined):
 `diagonals`, `log_sum_exps`, `transpose` and `weights_and_prior`. `gmm_pairs_qmu` is `gmm_pairs` with
 Q_k (x_i - mu_k) taken as Q_k x_i - Q_k mu_k (Q_k mu_k once per component), so that its reverse pairs loop
-makes one atomic add per step instead of two; `gmm_staged` and `gmm_blocked` are two more ways to cut
-those adds (their docstrings).
+makes one atomic add per step instead of two; `gmm_staged`, `gmm_blocked` and `gmm_blocked_qmu` are more
+ways to cut those adds (their docstrings).
 """
 
 from __future__ import annotations
@@ -263,6 +263,76 @@ def gmm_blocked(alphas: Array[FLOAT], means: Array[FLOAT, 2], icf: Array[FLOAT, 
                 v1 += lower * (xt[col, i1] - mc)
                 v2 += lower * (xt[col, i2] - mc)
                 v3 += lower * (xt[col, i3] - mc)
+            norm0 += v0 * v0
+            norm1 += v1 * v1
+            norm2 += v2 * v2
+            norm3 += v3 * v3
+        base = alphas[k] + sum_qs[k]
+        main_term[0, w] = base - 0.5 * norm0
+        main_term[1, w] = base - 0.5 * norm1
+        main_term[2, w] = base - 0.5 * norm2
+        main_term[3, w] = base - 0.5 * norm3
+    slse = 0.0
+    for i in iz.prange(n):
+        p = i // m
+        j = i - p * m
+        mx = main_term[p, j]
+        for k in range(1, K):
+            mx = max(mx, main_term[p, k * m + j])
+        s = 0.0
+        for k in range(K):
+            s += iz.exp(main_term[p, k * m + j] - mx)
+        slse += iz.log(s) + mx
+    return slse + weights_and_prior(alphas, qdiag, sum_qs, icf, wishart_gamma, wishart_m, log_gamma_d, n)
+
+
+@iz.kernel
+def gmm_blocked_qmu(alphas: Array[FLOAT], means: Array[FLOAT, 2], icf: Array[FLOAT, 2], x: Array[FLOAT, 2],
+                    wishart_gamma: FLOAT, wishart_m: i64, log_gamma_d: FLOAT) -> FLOAT:
+    """`gmm_blocked`'s four points per work item with `gmm_pairs_qmu`'s Q_k x_i - Q_k mu_k: the pairs loop
+    reads neither `means` nor its own differences, so each step (row, col) of its reverse makes one atomic
+    add (into the adjoint of `icf`: a warp sum on NVIDIA) for four points, where `gmm_pairs_qmu` makes one
+    per point and `gmm_blocked` two for four (`icf`'s and `means`'s)."""
+    K, d, n = means.shape[0], means.shape[1], x.shape[0]
+    assert len(alphas) == K and icf.shape[0] == K and icf.shape[1] == d + d * (d - 1) // 2 and x.shape[1] == d
+    qdiag = iz.empty((K, d), FLOAT)
+    sum_qs = iz.empty(K, FLOAT)
+    diagonals(qdiag, sum_qs, icf)
+    qmu = iz.empty((K, d), FLOAT)  # Q_k mu_k: a work item per component and row
+    for t in iz.prange(K * d):
+        k = t // d
+        row = t - k * d
+        v = qdiag[k, row] * means[k, row]
+        for col in range(row):
+            v += icf[k, d + col * d - col * (col + 1) // 2 + row - col - 1] * means[k, col]
+        qmu[k, row] = v
+    xt = iz.empty((d, n), FLOAT)
+    transpose(xt, x)
+    m = (n + 3) // 4
+    main_term = iz.empty((4, K * m), FLOAT)
+    for w in iz.prange(K * m):
+        k = w // m
+        i0 = w - k * m
+        i1 = min(i0 + m, n - 1)
+        i2 = min(i0 + 2 * m, n - 1)
+        i3 = min(i0 + 3 * m, n - 1)
+        norm0 = 0.0
+        norm1 = 0.0
+        norm2 = 0.0
+        norm3 = 0.0
+        for row in range(d):
+            q = qdiag[k, row]
+            qm = qmu[k, row]
+            v0 = q * xt[row, i0] - qm
+            v1 = q * xt[row, i1] - qm
+            v2 = q * xt[row, i2] - qm
+            v3 = q * xt[row, i3] - qm
+            for col in range(row):  # Q_k[row, col] is icf[k, d + col * d - col * (col + 1) // 2 + row - col - 1]
+                lower = icf[k, d + col * d - col * (col + 1) // 2 + row - col - 1]
+                v0 += lower * xt[col, i0]
+                v1 += lower * xt[col, i1]
+                v2 += lower * xt[col, i2]
+                v3 += lower * xt[col, i3]
             norm0 += v0 * v0
             norm1 += v1 * v1
             norm2 += v2 * v2

@@ -179,7 +179,7 @@ def _gmm_gpu_kernel(name: str) -> iz.Kernel:
     per component and point, component-major: warp sums of the adjoints of `icf` and `means`) or
     `gmm_pairs_qmu` (the same with Q_k mu_k first: warp sums of the adjoints of `icf` and of a local array) or
     `gmm_staged` (the pairs loop in three stages, its reverse loops fused) or `gmm_blocked` (four points per
-    work item)."""
+    work item) or `gmm_blocked_qmu` (four points per work item, Q_k mu_k first)."""
     if name == "gmm_prange":
         from opencl_gpu import gmm_prange
         return gmm_prange
@@ -187,7 +187,8 @@ def _gmm_gpu_kernel(name: str) -> iz.Kernel:
     return getattr(gmm_gpu_kernels, name)
 
 
-@pytest.mark.parametrize("kernel", ["gmm_prange", "gmm_pairs", "gmm_pairs_qmu", "gmm_staged", "gmm_blocked"])
+@pytest.mark.parametrize("kernel", ["gmm_prange", "gmm_pairs", "gmm_pairs_qmu", "gmm_staged", "gmm_blocked",
+                                    "gmm_blocked_qmu"])
 @pytest.mark.parametrize(("n", "d", "k"), GMM_SIZES, ids=[f"n{n}_d{d}_K{k}" for n, d, k in GMM_SIZES])
 def test_gmm_gpu_gradient_matches_the_serial_kernel(n: int, d: int, k: int, kernel: str) -> None:
     """The GPU formulations of the GMM objective against examples/gmm.py's serial kernel on llvm, every
