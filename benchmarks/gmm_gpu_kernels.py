@@ -20,10 +20,11 @@ warp sum and one `red.global.add` per warp on NVIDIA. `load(f32)` gives the same
 and torch's usual precision on a GPU).
 
 The formulations share loops 1 and 3, the transpose and the prior as helper kernels (inlined):
-`diagonals`, `log_sum_exps`, `transpose` and `weights_and_prior`. `gmm_pairs_qmu` is `gmm_pairs` with
-Q_k (x_i - mu_k) taken as Q_k x_i - Q_k mu_k (Q_k mu_k once per component), so that its reverse pairs loop
-makes one atomic add per step instead of two; `gmm_staged`, `gmm_blocked` and `gmm_blocked_qmu` are more
-ways to cut those adds (their docstrings).
+`diagonals`, `log_sum_exps` (`blocked_log_sum_exps` for four points per work item), `transpose`,
+`weights_and_prior` and `q_means` (Q_k mu_k, for the `_qmu` formulations). `gmm_pairs_qmu` is
+`gmm_pairs` with Q_k (x_i - mu_k) taken as Q_k x_i - Q_k mu_k (Q_k mu_k once per component), so that its
+reverse pairs loop makes one atomic add per step instead of two; `gmm_staged`, `gmm_blocked` and
+`gmm_blocked_qmu` are more ways to cut those adds (their docstrings).
 """
 
 from __future__ import annotations
@@ -81,6 +82,37 @@ def log_sum_exps(main_term: Array[FLOAT], n: i64, K: i64) -> FLOAT:
         s = 0.0
         for k in range(K):
             s += iz.exp(main_term[k * n + i] - mx)
+        slse += iz.log(s) + mx
+    return slse
+
+
+@iz.kernel
+def q_means(qmu: Array[FLOAT, 2], qdiag: Array[FLOAT, 2], icf: Array[FLOAT, 2], means: Array[FLOAT, 2]):
+    # qmu[k, :] = Q_k mu_k: a work item per component and row
+    K, d = means.shape[0], means.shape[1]
+    for t in iz.prange(K * d):
+        k = t // d
+        row = t - k * d
+        v = qdiag[k, row] * means[k, row]
+        for col in range(row):
+            v += icf[k, d + col * d - col * (col + 1) // 2 + row - col - 1] * means[k, col]
+        qmu[k, row] = v
+
+
+@iz.kernel
+def blocked_log_sum_exps(main_term: Array[FLOAT, 2], n: i64, m: i64, K: i64) -> FLOAT:
+    # `log_sum_exps` of the main terms of four points per work item: point p * m + j of component k at
+    # main_term[p, k * m + j]
+    slse = 0.0
+    for i in iz.prange(n):
+        p = i // m
+        j = i - p * m
+        mx = main_term[p, j]
+        for k in range(1, K):
+            mx = max(mx, main_term[p, k * m + j])
+        s = 0.0
+        for k in range(K):
+            s += iz.exp(main_term[p, k * m + j] - mx)
         slse += iz.log(s) + mx
     return slse
 
@@ -153,14 +185,8 @@ def gmm_pairs_qmu(alphas: Array[FLOAT], means: Array[FLOAT, 2], icf: Array[FLOAT
     qdiag = iz.empty((K, d), FLOAT)
     sum_qs = iz.empty(K, FLOAT)
     diagonals(qdiag, sum_qs, icf)
-    qmu = iz.empty((K, d), FLOAT)  # Q_k mu_k: a work item per component and row
-    for t in iz.prange(K * d):
-        k = t // d
-        row = t - k * d
-        v = qdiag[k, row] * means[k, row]
-        for col in range(row):
-            v += icf[k, d + col * d - col * (col + 1) // 2 + row - col - 1] * means[k, col]
-        qmu[k, row] = v
+    qmu = iz.empty((K, d), FLOAT)
+    q_means(qmu, qdiag, icf, means)
     xt = iz.empty((d, n), FLOAT)
     transpose(xt, x)
     main_term = iz.empty(n * K, FLOAT)
@@ -272,18 +298,8 @@ def gmm_blocked(alphas: Array[FLOAT], means: Array[FLOAT, 2], icf: Array[FLOAT, 
         main_term[1, w] = base - 0.5 * norm1
         main_term[2, w] = base - 0.5 * norm2
         main_term[3, w] = base - 0.5 * norm3
-    slse = 0.0
-    for i in iz.prange(n):
-        p = i // m
-        j = i - p * m
-        mx = main_term[p, j]
-        for k in range(1, K):
-            mx = max(mx, main_term[p, k * m + j])
-        s = 0.0
-        for k in range(K):
-            s += iz.exp(main_term[p, k * m + j] - mx)
-        slse += iz.log(s) + mx
-    return slse + weights_and_prior(alphas, qdiag, sum_qs, icf, wishart_gamma, wishart_m, log_gamma_d, n)
+    return blocked_log_sum_exps(main_term, n, m, K) + \
+        weights_and_prior(alphas, qdiag, sum_qs, icf, wishart_gamma, wishart_m, log_gamma_d, n)
 
 
 @iz.kernel
@@ -298,14 +314,8 @@ def gmm_blocked_qmu(alphas: Array[FLOAT], means: Array[FLOAT, 2], icf: Array[FLO
     qdiag = iz.empty((K, d), FLOAT)
     sum_qs = iz.empty(K, FLOAT)
     diagonals(qdiag, sum_qs, icf)
-    qmu = iz.empty((K, d), FLOAT)  # Q_k mu_k: a work item per component and row
-    for t in iz.prange(K * d):
-        k = t // d
-        row = t - k * d
-        v = qdiag[k, row] * means[k, row]
-        for col in range(row):
-            v += icf[k, d + col * d - col * (col + 1) // 2 + row - col - 1] * means[k, col]
-        qmu[k, row] = v
+    qmu = iz.empty((K, d), FLOAT)
+    q_means(qmu, qdiag, icf, means)
     xt = iz.empty((d, n), FLOAT)
     transpose(xt, x)
     m = (n + 3) // 4
@@ -342,15 +352,5 @@ def gmm_blocked_qmu(alphas: Array[FLOAT], means: Array[FLOAT, 2], icf: Array[FLO
         main_term[1, w] = base - 0.5 * norm1
         main_term[2, w] = base - 0.5 * norm2
         main_term[3, w] = base - 0.5 * norm3
-    slse = 0.0
-    for i in iz.prange(n):
-        p = i // m
-        j = i - p * m
-        mx = main_term[p, j]
-        for k in range(1, K):
-            mx = max(mx, main_term[p, k * m + j])
-        s = 0.0
-        for k in range(K):
-            s += iz.exp(main_term[p, k * m + j] - mx)
-        slse += iz.log(s) + mx
-    return slse + weights_and_prior(alphas, qdiag, sum_qs, icf, wishart_gamma, wishart_m, log_gamma_d, n)
+    return blocked_log_sum_exps(main_term, n, m, K) + \
+        weights_and_prior(alphas, qdiag, sum_qs, icf, wishart_gamma, wishart_m, log_gamma_d, n)
