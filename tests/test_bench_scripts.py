@@ -423,8 +423,9 @@ def test_gmm_gpu_runs_and_fails_on_a_wrong_gradient(tmp_path: Path, monkeypatch:
     assert gmm_gpu.main(tiny) == 0
     report = json.loads(output.read_text())
     assert report["passed"] is True and set(report["rows"][0]["ms"]) == {
-        "isozyme pairs f64", "isozyme pairs_qmu f64", "isozyme staged f64", "isozyme blocked f64", "isozyme points f64",
-        "isozyme pairs f32", "isozyme pairs_qmu f32", "isozyme staged f32", "isozyme blocked f32"}
+        "isozyme pairs f64", "isozyme pairs_qmu f64", "isozyme staged f64", "isozyme blocked f64",
+        "isozyme blocked_qmu f64", "isozyme points f64", "isozyme pairs f32", "isozyme pairs_qmu f32",
+        "isozyme staged f32", "isozyme blocked f32", "isozyme blocked_qmu f32"}
     assert picture.read_text().count("<rect x=") >= 3
     one = ["--sizes", "30x3x4", "--precisions", "f64", "--peers", "", "--repeats", "2", "--variants", "pairs_qmu",
            "--json", str(output)]
