@@ -437,9 +437,9 @@ def test_gmm_gpu_runs_and_fails_on_a_wrong_gradient(tmp_path: Path, monkeypatch:
     assert gmm_gpu.main(tiny) == 1
     checks = json.loads(output.read_text())["rows"][0]["checks"]
     assert not any(checks[f"isozyme {name} f64"]["passed"]
-                   for name in ("pairs", "pairs_qmu", "staged", "blocked", "points"))
+                   for name in ("pairs", "pairs_qmu", "staged", "blocked", "blocked_qmu", "points"))
     assert all(checks[f"isozyme {name} f32"]["passed"]  # 1e-6 of the largest entry is within f32's tolerance
-               for name in ("pairs", "pairs_qmu", "staged", "blocked"))
+               for name in ("pairs", "pairs_qmu", "staged", "blocked", "blocked_qmu"))
 
 
 # --- transformer_parts.py ------------------------------------------------------------------------------------
