@@ -96,7 +96,12 @@ class DeviceArray:
 
 def to_device(array: object) -> DeviceArray:
     """A new device array on `opencl_device.device()` holding a copy of `array` (anything `np.asarray`
-    takes, of a dtype in `DEVICE_DTYPES`: TypeError naming the dtype otherwise); a DeviceArray as it is."""
+    takes, of a dtype in `DEVICE_DTYPES`: TypeError naming the dtype otherwise); a DeviceArray as it is.
+
+    The data is on the device when it returns: a new buffer, then a blocking copy into it. A buffer made
+    with `COPY_HOST_PTR` instead left NVIDIA's driver to move the data inside the enqueue of the first
+    kernel that used it (an H200: the first elementwise gradient on four fresh 512 MiB arrays took 422 ms,
+    the next calls 1.65 ms), and moved it at about 1 GB/s."""
     if isinstance(array, DeviceArray):
         return array
     host = np.asarray(array)
@@ -107,7 +112,8 @@ def to_device(array: object) -> DeviceArray:
     where = device()
     cl = import_pyopencl()
     source = _c_contiguous(host) if host.size else np.zeros(1, dtype=host.dtype)  # no empty buffers
-    data = cl.Buffer(where.context, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=source)
+    data = cl.Buffer(where.context, cl.mem_flags.READ_WRITE, source.nbytes)
+    cl.enqueue_copy(where.queue, data, source, is_blocking=True)
     return DeviceArray(data, host.shape, host.dtype, where)
 
 
