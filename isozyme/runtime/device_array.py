@@ -100,8 +100,9 @@ def to_device(array: object) -> DeviceArray:
 
     The data is on the device when it returns: a new buffer, then a blocking copy into it. A buffer made
     with `COPY_HOST_PTR` instead left NVIDIA's driver to move the data inside the enqueue of the first
-    kernel that used it (an H200: the first elementwise gradient on four fresh 512 MiB arrays took 422 ms,
-    the next calls 1.65 ms), and moved it at about 1 GB/s."""
+    kernel that used it: on an H200, six arrays of 512 MiB took 2.1-2.6 s to make (1.2-1.5 GB/s) and the
+    first elementwise gradient on them 613-650 ms, against 0.31-0.34 s (9.5-10.6 GB/s) and 2.1-3.3 ms
+    this way; the next calls took 1.5-2.1 ms either way."""
     if isinstance(array, DeviceArray):
         return array
     host = np.asarray(array)
