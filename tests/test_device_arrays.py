@@ -64,6 +64,18 @@ def test_a_non_contiguous_array_arrives_in_c_order() -> None:
     np.testing.assert_array_equal(on_device.get(), np.array([[0, 4, 8], [1, 5, 9], [2, 6, 10], [3, 7, 11]]))
 
 
+def test_to_device_copies_before_it_returns() -> None:
+    # The device array holds the values of the call: writing the host array afterwards, or dropping the
+    # C-ordered temporary made for a transposed one, changes nothing in it.
+    host = np.arange(1 << 16, dtype=np.float64)
+    on_device = iz.to_device(host)
+    transposed = iz.to_device(host.reshape(256, 256).T)
+    host[:] = -1.0
+    expected = np.arange(1 << 16, dtype=np.float64)
+    np.testing.assert_array_equal(on_device.get(), expected)
+    np.testing.assert_array_equal(transposed.get(), expected.reshape(256, 256).T)
+
+
 def test_a_zero_length_array() -> None:
     on_device = iz.to_device(np.zeros((0,), dtype=np.int64))
     assert (on_device.shape, on_device.size, on_device.nbytes, len(on_device)) == ((0,), 0, 0, 0)
