@@ -98,7 +98,7 @@ def to_device(array: object) -> DeviceArray:
     """A new device array on `opencl_device.device()` holding a copy of `array` (anything `np.asarray`
     takes, of a dtype in `DEVICE_DTYPES`: TypeError naming the dtype otherwise); a DeviceArray as it is.
 
-    The data is on the device when it returns: a new buffer, then a blocking copy into it. A buffer made
+    The data is on the device when it returns: a new buffer, then `set` (a blocking copy). A buffer made
     with `COPY_HOST_PTR` instead left NVIDIA's driver to move the data inside the enqueue of the first
     kernel that used it: on an H200, six arrays of 512 MiB took 2.1-2.6 s to make (1.2-1.5 GB/s) and the
     first elementwise gradient on them 613-650 ms, against 0.31-0.34 s (9.5-10.6 GB/s) and 2.1-3.3 ms
@@ -112,10 +112,10 @@ def to_device(array: object) -> DeviceArray:
                         f"not {_dtype_text(host.dtype)}")
     where = device()
     cl = import_pyopencl()
-    source = _c_contiguous(host) if host.size else np.zeros(1, dtype=host.dtype)  # no empty buffers
-    data = cl.Buffer(where.context, cl.mem_flags.READ_WRITE, source.nbytes)
-    cl.enqueue_copy(where.queue, data, source, is_blocking=True)
-    return DeviceArray(data, host.shape, host.dtype, where)
+    data = cl.Buffer(where.context, cl.mem_flags.READ_WRITE, _buffer_bytes(host.size, host.dtype))
+    on_device = DeviceArray(data, host.shape, host.dtype, where)
+    on_device.set(host)
+    return on_device
 
 
 def _c_contiguous(array: np.ndarray) -> np.ndarray:
