@@ -26,6 +26,7 @@ paths that do not need them, and all point down.
   `profiler`: `iz.profile()` (`ISOZYME_PROFILE`): each OpenCL call's launches, copies and times
   `thread_pool`: the thread pool of `prange` loops on `llvm`; `iz.set_num_threads` (`ISOZYME_NUM_THREADS`)
   `opencl_launches`: enqueueing an OpenCL program's kernels, each argument set only where it changed
+  `opencl_registers`: chained loop kernels held at the registers of unchained ones (`.maxnreg` in their PTX)
 - `arguments`: checking a kernel's arguments at the call
   `disk_cache`: the on-disk cache of compiled code (`ISOZYME_CACHE_DIR`)
   `llvm_jit`: LLVM and MCJIT through llvmlite (imported only where compiling needs it)

@@ -1,0 +1,87 @@
+"""Chained launches on NVIDIA's OpenCL at the registers of unchained ones: `.maxnreg` through the program's PTX.
+
+    program = hold_registers(cl, where, source, options, program)   # the chained build, when `chained(where)`
+
+A chained build (`opencl_device.chained`) puts code after each loop kernel's grid-stride loop: the fence,
+the ticket and the call of the serial kernel's continuation (`codegen/opencl_loop_kernels.py`). ptxas then
+gives the loop kernel more registers, and the loop runs with fewer warps per SM: in the gradient of
+`benchmarks/gmm_gpu_kernels.gmm_pairs_qmu` (H200, d=64) the reverse pairs loop took 90 registers and 1.39 ms
+against 64 and 0.87 unchained. It is ptxas's choice, not the code's need: one conditional store after the
+loop was enough to take that kernel from 64 registers to 89, with the PTX otherwise the same
+(`benchmarks/README.md`). So the chained program is built a second time from its own PTX
+(`program_info.BINARIES`), each loop kernel's entry given `.maxnreg` (PTX's per-kernel register limit) at
+the count ptxas chose for it in an unchained build of the same source, read from that build's log
+(`-cl-nv-verbose`). ptxas spills what does not fit, where it chooses: the reverse pairs loop above (80 bytes
+spilled in a probe build of the same PTX) took 0.98 ms (H200, one run, every gradient checked), and the
+whole call 1.955-1.963 ms against 1.854-1.890 unchained (2.37-2.39 chained as built, in other runs); at
+d=10, 0.345-0.348 ms against 0.558-0.574 unchained.
+
+The cost: two more builds by the driver on a program's first build in a process (the unchained one and
+the one from PTX), chained builds only. Where the log names no loop kernel's registers, or the PTX no entry
+(another driver's output), the program stays as built."""
+
+from __future__ import annotations
+
+import re
+import warnings
+from typing import Any
+
+from isozyme.codegen.opencl_control import CHAIN_MACRO
+from isozyme.runtime.opencl_device import Device
+
+LOOP_KERNEL = re.compile(r"iz_par\d+")
+_FUNCTION = re.compile(r"(?:Compiling entry function '(\w+)'|Function properties for (\w+))")
+_USED = re.compile(r"Used (\d+) registers")
+_ENTRY = re.compile(r"(\.entry\s+(\w+)\s*\([^)]*\)[^{]*?)(\{)")
+
+
+def ptxas_registers(log: str) -> dict[str, int]:
+    """The registers of each function ptxas's verbose log (`-cl-nv-verbose`) reports, by name."""
+    registers: dict[str, int] = {}
+    name = None
+    for line in log.splitlines():
+        found = _FUNCTION.search(line)
+        if found:
+            name = found.group(1) or found.group(2)
+            continue
+        used = _USED.search(line)
+        if used and name is not None:
+            registers[name] = int(used.group(1))
+    return registers
+
+
+def with_maxnreg(ptx: str, registers: dict[str, int]) -> tuple[str, int]:
+    """`ptx` with `.maxnreg` before the body of each entry `registers` names and that has no limit yet, and
+    how many entries got one."""
+    count = 0
+
+    def limit(entry: re.Match[str]) -> str:
+        nonlocal count
+        head, name = entry.group(1), entry.group(2)
+        if name not in registers or ".maxnreg" in head:
+            return entry.group(0)
+        count += 1
+        return f"{head.rstrip()}\n.maxnreg {registers[name]}\n{entry.group(3)}"
+
+    return _ENTRY.sub(limit, ptx), count
+
+
+def hold_registers(cl: Any, where: Device, source: str, options: str, program: Any) -> Any:
+    """`program`, the chained build of `source` with `options`, built again from its PTX with each loop
+    kernel held at its registers in an unchained build (module docstring); `program` itself where the
+    driver's outputs give nothing to go on."""
+    unchained = options.replace(f" -D {CHAIN_MACRO}", "") + " -cl-nv-verbose"
+    device = where.context.devices[0]
+    with warnings.catch_warnings():  # the drivers' notes on generated code
+        warnings.simplefilter("ignore", cl.CompilerWarning)
+        log = cl.Program(where.context, source).build(options=unchained).get_build_info(
+            device, cl.program_build_info.LOG)
+        registers = {name: count for name, count in ptxas_registers(log).items() if LOOP_KERNEL.fullmatch(name)}
+        try:
+            ptx = program.get_info(cl.program_info.BINARIES)[0].decode()
+        except UnicodeDecodeError:  # not PTX text
+            return program
+        held, count = with_maxnreg(ptx, registers)
+        if not count:
+            return program
+        return cl.Program(where.context, [device], [held.encode()]).build()

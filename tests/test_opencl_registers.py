@@ -1,0 +1,128 @@
+"""Chained loop kernels held at the registers of unchained ones (`runtime/opencl_registers.py`): reading
+ptxas's log, limiting PTX entries, and the rebuild from PTX, with a stand-in for pyopencl (the real path
+needs NVIDIA's OpenCL: the GPU conformance run with `ISOZYME_OPENCL_CHAIN=1` covers it)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from isozyme.runtime.opencl_registers import hold_registers, ptxas_registers, with_maxnreg
+
+# an excerpt of ptxas's log for the gradient of benchmarks/gmm_gpu_kernels.gmm_pairs_qmu (H200, -cl-nv-verbose)
+LOG = """\
+(): Warning: Function iz_par0 is a kernel, so overriding noinline attribute. The function may be inlined when called.
+
+ptxas info    : 0 bytes gmem
+ptxas info    : Compiling entry function 'iz_clear' for 'sm_90a'
+ptxas info    : Function properties for iz_clear
+ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 26 registers, used 0 barriers
+ptxas info    : Compile time = 19.057 ms
+ptxas info    : Compiling entry function 'iz_serial' for 'sm_90a'
+ptxas info    : Function properties for iz_serial
+ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 127 registers, used 0 barriers
+ptxas info    : Compiling entry function 'iz_par10' for 'sm_90a'
+ptxas info    : Function properties for iz_par10
+ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 40 registers, used 0 barriers
+ptxas info    : Compiling entry function 'iz_par7' for 'sm_90a'
+ptxas info    : Function properties for iz_par7
+ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 64 registers, used 0 barriers
+"""
+
+PTX = """\
+.version 8.5
+.target sm_90a
+
+.visible .entry iz_par7(
+\t.param .u64 .ptr .global .align 8 iz_par7_param_0,
+\t.param .u64 iz_par7_param_1
+)
+{
+\t.reg .pred \t%p<64>;
+\tret;
+}
+
+.visible .entry iz_par10(
+\t.param .u64 .ptr .global .align 8 iz_par10_param_0
+)
+.reqntid 256, 1, 1
+{
+\tret;
+}
+
+.visible .entry iz_serial(
+\t.param .u64 iz_serial_param_0
+)
+{
+\tret;
+}
+"""
+
+
+def test_ptxas_registers_reads_each_function_of_the_log():
+    assert ptxas_registers(LOG) == {"iz_clear": 26, "iz_serial": 127, "iz_par10": 40, "iz_par7": 64}
+    assert ptxas_registers("ptxas info    : 0 bytes gmem\n") == {}
+
+
+def test_with_maxnreg_limits_the_named_entries_before_their_bodies():
+    held, count = with_maxnreg(PTX, {"iz_par7": 64, "iz_par10": 40})
+    assert count == 2
+    assert "iz_par7_param_1\n)\n.maxnreg 64\n{\n\t.reg .pred" in held
+    assert "iz_par10_param_0\n)\n.reqntid 256, 1, 1\n.maxnreg 40\n{" in held  # after the other directives
+    assert "iz_serial_param_0\n)\n{" in held  # not named: as it was
+    assert held.count(".maxnreg") == 2
+    again, count = with_maxnreg(held, {"iz_par7": 50})
+    assert (again, count) == (held, 0)  # an entry with a limit keeps it
+
+
+class FakeProgram:
+    """pyopencl's `Program`, as far as `hold_registers` uses it: built from source or from binaries."""
+
+    built: list[FakeProgram] = []
+
+    def __init__(self, context, *args) -> None:
+        self.source = args[0] if len(args) == 1 else None
+        self.binaries = args[1] if len(args) == 2 else None
+        self.options = None
+
+    def build(self, options: str = "") -> FakeProgram:
+        self.options = options
+        FakeProgram.built.append(self)
+        return self
+
+    def get_build_info(self, device, what) -> str:
+        return LOG if "-cl-nv-verbose" in self.options else ""
+
+    def get_info(self, what) -> list[bytes]:
+        return [PTX.encode()]
+
+
+def fake_pyopencl(log: str = LOG):
+    program_class = type("Program", (FakeProgram,), {"get_build_info": lambda self, device, what: log})
+    return SimpleNamespace(Program=program_class, CompilerWarning=UserWarning,
+                           program_build_info=SimpleNamespace(LOG="log"),
+                           program_info=SimpleNamespace(BINARIES="binaries"))
+
+
+def test_hold_registers_rebuilds_the_chained_program_from_limited_ptx():
+    cl = fake_pyopencl()
+    where = SimpleNamespace(context=SimpleNamespace(devices=["gpu"]))
+    FakeProgram.built = []
+    chained = cl.Program(where.context, "source").build("-cl-fp32-correctly-rounded-divide-sqrt -D IZ_CHAIN -D X")
+    held = hold_registers(cl, where, "source", chained.options, chained)
+    unchained, rebuilt = FakeProgram.built[1:]
+    assert unchained.source == "source"
+    assert unchained.options == "-cl-fp32-correctly-rounded-divide-sqrt -D X -cl-nv-verbose"
+    assert held is rebuilt and rebuilt.source is None
+    ptx = rebuilt.binaries[0].decode()
+    assert ".maxnreg 64" in ptx and ".maxnreg 40" in ptx and ptx.count(".maxnreg") == 2  # loop kernels only
+
+
+def test_hold_registers_keeps_the_program_when_the_log_names_no_loop_kernel():
+    cl = fake_pyopencl(log="ptxas info    : Used 127 registers, used 0 barriers\n")
+    where = SimpleNamespace(context=SimpleNamespace(devices=["gpu"]))
+    chained = cl.Program(where.context, "source").build("-D IZ_CHAIN")
+    assert hold_registers(cl, where, "source", chained.options, chained) is chained
