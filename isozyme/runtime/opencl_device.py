@@ -88,11 +88,17 @@ def chained(where: Device) -> bool:
     when `ISOZYME_OPENCL_CHAIN` is "1"; not elsewhere (`codegen/opencl_control.CHAIN_MACRO` says why).
     On an H100 a resume is a launch of some 5 to 10 us of the GPU's time, and its enqueue some 5 us of the
     host's: chained, the GMM gradient at n=1000 d=10 K=25 took 0.26 to 0.30 ms against 0.30 to 0.45
-    unchained (`benchmarks/gmm_gpu_kernels.py`'s pairs and staged, side by side, 2026-11-27). It is off
-    by default because the loop kernels that hold the serial code take more registers (the reverse pairs
-    loop 80 against 64): at d=64 K=100 `gmm_pairs_qmu` took 1.9 to 2.4 ms chained against 1.75 to 1.85,
-    and the GPU transformer's training step (`benchmarks/transformer_gpu_kernels.py`) was no faster (3.75
-    against 3.55 to 3.69 ms at 2 layers, 6.64 to 6.78 against 6.71 to 6.91 at 4)."""
+    unchained (`benchmarks/gmm_gpu_kernels.py`'s pairs and staged, side by side, 2026-11-27). A chained
+    build's loop kernels are held at the registers ptxas gives them unchained (`opencl_registers.py`:
+    as built, the reverse pairs loop of `gmm_pairs_qmu`'s gradient took 90 registers against 64). With
+    that, on an H200 (2026-11-28, one run, medians of 15 calls) `gmm_pairs_qmu`'s gradient took 0.345 to
+    0.348 ms chained at d=10 against 0.558 to 0.574 unchained, and 1.955 to 1.963 at d=64 K=100 against
+    1.854 to 1.890 (chained as built: 2.37 to 2.39). It stays off by default: slower at d=64, the serial
+    code run in a loop kernel is slower than in the serial kernel (`benchmarks/README.md` says why and
+    what would change it), a chained program's first build takes the driver three builds, and the GPU
+    transformer's training step (`benchmarks/transformer_gpu_kernels.py`) was no faster before the
+    registers were held (3.75 against 3.55 to 3.69 ms at 2 layers, 6.64 to 6.78 against 6.71 to 6.91 at
+    4)."""
     value = os.environ.get("ISOZYME_OPENCL_CHAIN", "0")
     if value not in ("0", "1"):
         raise ValueError(f"ISOZYME_OPENCL_CHAIN must be 0 or 1, not {value!r}")
