@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pytest
+
 from isozyme.runtime.opencl_registers import hold_registers, ptxas_registers, with_maxnreg
 
 # an excerpt of ptxas's log for the gradient of benchmarks/gmm_gpu_kernels.gmm_pairs_qmu (H200, -cl-nv-verbose)
@@ -79,9 +81,11 @@ def test_with_maxnreg_limits_the_named_entries_before_their_bodies():
 
 
 class FakeProgram:
-    """pyopencl's `Program`, as far as `hold_registers` uses it: built from source or from binaries."""
+    """pyopencl's `Program`, as far as `hold_registers` uses it: built from source or from binaries; the log
+    is the class's `log`, as a build that ptxas ran gives it with `-cl-nv-verbose`."""
 
     built: list[FakeProgram] = []
+    log = LOG
 
     def __init__(self, context, *args) -> None:
         self.source = args[0] if len(args) == 1 else None
@@ -94,35 +98,69 @@ class FakeProgram:
         return self
 
     def get_build_info(self, device, what) -> str:
-        return LOG if "-cl-nv-verbose" in self.options else ""
+        return self.log
 
     def get_info(self, what) -> list[bytes]:
         return [PTX.encode()]
 
 
 def fake_pyopencl(log: str = LOG):
-    program_class = type("Program", (FakeProgram,), {"get_build_info": lambda self, device, what: log})
-    return SimpleNamespace(Program=program_class, CompilerWarning=UserWarning,
+    FakeProgram.built = []
+    return SimpleNamespace(Program=type("Program", (FakeProgram,), {"log": log}), CompilerWarning=UserWarning,
                            program_build_info=SimpleNamespace(LOG="log"),
                            program_info=SimpleNamespace(BINARIES="binaries"))
 
 
-def test_hold_registers_rebuilds_the_chained_program_from_limited_ptx():
+WHERE = SimpleNamespace(context=SimpleNamespace(devices=[SimpleNamespace(name="gpu", driver_version="1.0")]))
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("ISOZYME_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("ISOZYME_CACHE", raising=False)
+    return tmp_path / "cache"
+
+
+def test_hold_registers_rebuilds_the_chained_program_from_limited_ptx(cache_dir):
     cl = fake_pyopencl()
-    where = SimpleNamespace(context=SimpleNamespace(devices=["gpu"]))
-    FakeProgram.built = []
-    chained = cl.Program(where.context, "source").build("-cl-fp32-correctly-rounded-divide-sqrt -D IZ_CHAIN -D X")
-    held = hold_registers(cl, where, "source", chained.options, chained)
-    unchained, rebuilt = FakeProgram.built[1:]
-    assert unchained.source == "source"
-    assert unchained.options == "-cl-fp32-correctly-rounded-divide-sqrt -D X -cl-nv-verbose"
+    chained = cl.Program(WHERE.context, "source").build("-cl-fp32-correctly-rounded-divide-sqrt -D IZ_CHAIN -D X")
+    held = hold_registers(cl, WHERE, "source", chained.options, chained)
+    probe, rebuilt = FakeProgram.built[1:]
+    assert probe.source.startswith("source\n") and probe.source != "source"  # not the driver's cached build
+    assert probe.options == "-cl-fp32-correctly-rounded-divide-sqrt -D X -cl-nv-verbose"
     assert held is rebuilt and rebuilt.source is None
     ptx = rebuilt.binaries[0].decode()
     assert ".maxnreg 64" in ptx and ".maxnreg 40" in ptx and ptx.count(".maxnreg") == 2  # loop kernels only
 
 
-def test_hold_registers_keeps_the_program_when_the_log_names_no_loop_kernel():
+def test_the_counts_are_built_once_and_then_read_from_the_disk_cache(cache_dir):
+    """A later process finds the counts in the disk cache and builds no probe, even when the driver would
+    answer every build from its own cache (no ptxas, so no registers in the log)."""
+    cl = fake_pyopencl()
+    chained = cl.Program(WHERE.context, "source").build("-D IZ_CHAIN")
+    hold_registers(cl, WHERE, "source", chained.options, chained)
+    assert len(FakeProgram.built) == 3  # chained, probe, rebuilt
+    cl = fake_pyopencl(log="")
+    chained = cl.Program(WHERE.context, "source").build("-D IZ_CHAIN")
+    held = hold_registers(cl, WHERE, "source", chained.options, chained)
+    assert FakeProgram.built == [chained, held] and ".maxnreg 64" in held.binaries[0].decode()
+    other = cl.Program(WHERE.context, "other source").build("-D IZ_CHAIN")  # another key: a probe, no log
+    assert hold_registers(cl, WHERE, "other source", other.options, other) is other
+
+
+def test_without_the_disk_cache_each_probe_is_a_source_the_driver_has_not_seen(monkeypatch):
+    monkeypatch.setenv("ISOZYME_CACHE", "off")
+    sources = []
+    for _ in range(2):
+        cl = fake_pyopencl()
+        chained = cl.Program(WHERE.context, "source").build("-D IZ_CHAIN")
+        hold_registers(cl, WHERE, "source", chained.options, chained)
+        sources.append(FakeProgram.built[1].source)
+    assert sources[0] != sources[1]
+
+
+def test_hold_registers_keeps_the_program_when_the_log_names_no_loop_kernel(cache_dir):
     cl = fake_pyopencl(log="ptxas info    : Used 127 registers, used 0 barriers\n")
-    where = SimpleNamespace(context=SimpleNamespace(devices=["gpu"]))
-    chained = cl.Program(where.context, "source").build("-D IZ_CHAIN")
-    assert hold_registers(cl, where, "source", chained.options, chained) is chained
+    chained = cl.Program(WHERE.context, "source").build("-D IZ_CHAIN")
+    assert hold_registers(cl, WHERE, "source", chained.options, chained) is chained
+    assert not list(cache_dir.glob("*.izc"))  # nothing to keep

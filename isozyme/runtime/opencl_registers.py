@@ -16,23 +16,31 @@ spilled in a probe build of the same PTX) took 0.98 ms (H200, one run, every gra
 whole call 1.955-1.963 ms against 1.854-1.890 unchained (2.37-2.39 chained as built, in other runs); at
 d=10, 0.345-0.348 ms against 0.558-0.574 unchained.
 
-The cost: two more builds by the driver on a program's first build in a process (the unchained one and
-the one from PTX), chained builds only. Where the log names no loop kernel's registers, or the PTX no entry
-(another driver's output), the program stays as built."""
+The counts come from a build of the source with a comment no other build has: NVIDIA's driver keeps the
+binaries of what it built (its compute cache), and a build it answers from there runs no ptxas and logs no
+registers (so a probe of the plain source held nothing in every process after the first). The counts
+are then kept in isozyme's disk cache (`disk_cache.py`), by device, driver, options and source, so that
+build is made once. The cost: two more builds by the driver on a chained program's first build in a
+process (that one, where the disk cache has no counts, and the one from PTX), chained builds only. Where
+the log names no loop kernel's registers, or the PTX no entry (another driver's output), the program
+stays as built."""
 
 from __future__ import annotations
 
+import os
 import re
 import warnings
 from typing import Any
 
 from isozyme.codegen.opencl_control import CHAIN_MACRO
+from isozyme.runtime import disk_cache
+from isozyme.runtime.disk_cache import sha256
 from isozyme.runtime.opencl_device import Device
 
 LOOP_KERNEL = re.compile(r"iz_par\d+")
 _FUNCTION = re.compile(r"(?:Compiling entry function '(\w+)'|Function properties for (\w+))")
 _USED = re.compile(r"Used (\d+) registers")
-_ENTRY = re.compile(r"(\.entry\s+(\w+)\s*\([^)]*\)[^{]*?)(\{)")
+_ENTRY = re.compile(r"(\.entry\s+(\w+)\s*\([^)]*\)[^{;]*?)(\{)")
 
 
 def ptxas_registers(log: str) -> dict[str, int]:
@@ -66,22 +74,43 @@ def with_maxnreg(ptx: str, registers: dict[str, int]) -> tuple[str, int]:
     return _ENTRY.sub(limit, ptx), count
 
 
+def unchained_registers(cl: Any, where: Device, source: str, options: str) -> dict[str, int]:
+    """The registers of each loop kernel of `source` built without `IZ_CHAIN` (the rest of `options`): from
+    the disk cache, else from ptxas's log of a build that the driver's cache cannot answer (module
+    docstring), then kept in the disk cache when the log names any."""
+    unchained = options.replace(f" -D {CHAIN_MACRO}", "") + " -cl-nv-verbose"
+    device = where.context.devices[0]
+    what = "loop kernel registers"
+    key = sha256("\n".join([what, device.name, device.driver_version, unchained, source]).encode()).hexdigest()
+    entry = disk_cache.load(key, what)
+    if entry is not None:
+        try:
+            return {str(name): int(count) for name, count in entry.metadata["registers"].items()}  # type: ignore
+        except (KeyError, AttributeError, TypeError, ValueError) as error:
+            disk_cache.event("corrupt", f"{what} ({error}); building again")
+    probe = f"{source}\n// registers of an unchained build, {os.urandom(8).hex()}\n"
+    with warnings.catch_warnings():  # the drivers' notes on generated code
+        warnings.simplefilter("ignore", cl.CompilerWarning)
+        log = cl.Program(where.context, probe).build(options=unchained).get_build_info(
+            device, cl.program_build_info.LOG)
+    registers = {name: count for name, count in ptxas_registers(log).items() if LOOP_KERNEL.fullmatch(name)}
+    if registers:
+        disk_cache.store(key, {"registers": registers}, b"", what)
+    return registers
+
+
 def hold_registers(cl: Any, where: Device, source: str, options: str, program: Any) -> Any:
     """`program`, the chained build of `source` with `options`, built again from its PTX with each loop
     kernel held at its registers in an unchained build (module docstring); `program` itself where the
     driver's outputs give nothing to go on."""
-    unchained = options.replace(f" -D {CHAIN_MACRO}", "") + " -cl-nv-verbose"
-    device = where.context.devices[0]
-    with warnings.catch_warnings():  # the drivers' notes on generated code
+    registers = unchained_registers(cl, where, source, options)
+    try:
+        ptx = program.get_info(cl.program_info.BINARIES)[0].decode()
+    except UnicodeDecodeError:  # not PTX text
+        return program
+    held, count = with_maxnreg(ptx, registers)
+    if not count:
+        return program
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore", cl.CompilerWarning)
-        log = cl.Program(where.context, source).build(options=unchained).get_build_info(
-            device, cl.program_build_info.LOG)
-        registers = {name: count for name, count in ptxas_registers(log).items() if LOOP_KERNEL.fullmatch(name)}
-        try:
-            ptx = program.get_info(cl.program_info.BINARIES)[0].decode()
-        except UnicodeDecodeError:  # not PTX text
-            return program
-        held, count = with_maxnreg(ptx, registers)
-        if not count:
-            return program
-        return cl.Program(where.context, [device], [held.encode()]).build()
+        return cl.Program(where.context, [where.context.devices[0]], [held.encode()]).build()
