@@ -1,6 +1,6 @@
 """Chained loop kernels held at the registers of unchained ones (`runtime/opencl_registers.py`): reading
 ptxas's log, limiting PTX entries, and the rebuild from PTX, with a stand-in for pyopencl (the real path
-needs NVIDIA's OpenCL: the GPU conformance run with `ISOZYME_OPENCL_CHAIN=1` covers it)."""
+needs NVIDIA's OpenCL, where launches are chained by default: the GPU conformance run covers it)."""
 
 from __future__ import annotations
 

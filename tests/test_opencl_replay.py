@@ -360,11 +360,12 @@ def test_serial_code_between_replayed_launches_sees_every_work_group_s_stores(
 
 
 @pytest.mark.parametrize("function", [reads_between_launches, histogram, two_loops])
-def test_each_continuation_names_only_labels_it_defines_and_keeps_its_scalars_off_registers(function):
+def test_each_continuation_names_only_labels_it_defines_and_restores_only_what_it_uses(function):
     """The chained launches' continuations (`SerialRenderer.continuation`, built only with `IZ_CHAIN`, so
     PoCL never compiles them): each is the code after one launch, every label it jumps to is defined in it
-    (the ones it cannot reach trap), its scalars are `volatile`, and it restores no more words than the
-    serial kernel's resume at the same point, and only what it uses."""
+    (the ones it cannot reach trap), it restores no more words than the serial kernel's resume at the
+    same point, and only what it uses, and it declares only scalars that it uses, as plain ones (on the
+    stack as `volatile`, they made the continuation run slower in a loop kernel than in the serial one)."""
     import re
 
     source = iz.show_ir(iz.kernel(function, backend="opencl"), "opencl")
@@ -383,5 +384,6 @@ def test_each_continuation_names_only_labels_it_defines_and_keeps_its_scalars_of
         every = serial[serial.index("RESTORE:;"):serial.index("switch (")]  # what every resume restores
         assert 0 < len(restored) <= len(re.findall(r"ctl\[\d+\]", every + case))
         assert all(re.search(rf"\b{name}\b", code) for name in restored)  # only what it uses
-        assert re.search(r"volatile (long|double|bool) v\d+ = 0;", text)
-        assert not re.search(r"^  (long|double|bool) v\d+ = 0;", text, flags=re.M)
+        declared = re.findall(r"^  (?:long|double|bool) (v\d+) = 0;", text, flags=re.M)
+        assert declared and "volatile" not in prologue.split("if (err[0] != 0)")[0]
+        assert all(len(re.findall(rf"\b{name}\b", text)) > 1 for name in declared)  # each one used

@@ -42,11 +42,12 @@ whose PTX has the fence they need (`GPU_FENCE`). PoCL's work-group compiler, whi
 work items around a kernel's code, gets the serial kernel's code (whose resumes jump into loops) wrong
 inside a loop kernel: a sum came out 256 times over, even in launches that never ran it."""
 GPU_FENCE = 'asm volatile("fence.acq_rel.gpu;" ::: "memory");'
-"""A fence at the scope of the whole GPU (PTX's memory model). Each work item of a chained launch makes one
-after its last store, and the last work group's first work item one after its ticket (an atomic add that
-read every other group's ticket), so the serial code it then runs reads what every work item stored.
-With `mem_fence(CLK_GLOBAL_MEM_FENCE)` there instead, on an H100 that code never saw the request marked
-served (by the first work item, at the kernel's start), and every replay stopped at its first launch."""
+"""A fence at the scope of the whole GPU (PTX's memory model). In a chained launch each work group's first
+work item makes one after a barrier that follows every work item's last store (cumulative, as in CUDA's
+grid sync), and the last work group's first work item one after its ticket (an atomic add that read every
+other group's ticket), so the serial code it then runs reads what every work item stored. With
+`mem_fence(CLK_GLOBAL_MEM_FENCE)` there instead, on an H100 that code never saw the request marked served
+(by the first work item, at the kernel's start), and every replay stopped at its first launch."""
 REPLAYED, SERVED_BY_HOST, START = 0, 1, 2
 """The serial kernel's `served` argument: a resume enqueued after a replayed step, one after the host
 served the request, the first run of a call (which zeroes the control words the host does not keep)."""

@@ -191,13 +191,16 @@ class BodyRenderer(FunctionRenderer):
             return [*lines, *self._chain(), "}"]
         lines += ["  int lid = (int)get_local_id(0);", "  long group = (long)get_group_id(0);",
                   "  long groups = (long)get_num_groups(0);", "  __local int last;",
-                  f"#ifdef {CHAIN_MACRO}", f"  if (chained) {GPU_FENCE}  // its stores, for the last group", "#endif"]
+                  f"#ifdef {CHAIN_MACRO}", "  if (chained) barrier(CLK_GLOBAL_MEM_FENCE);  // for the fence below",
+                  "#endif"]
         for ty in dict.fromkeys(str(ty) for ty, _ in self.accumulators):
             lines.append(f"  __local {lang.storage_types[ty]} red_{ty}[{self.group_size}];")
         for j, (ty, _) in enumerate(self.accumulators):
             lines += [*self._group_sum(ty, f"acc{j}"),
                       f"  if (lid == 0) {store_word(ty, f'part[{j} * groups + group]', f'red_{ty}[0]')}"]
         lines += ["  if (lid == 0) {", "    mem_fence(CLK_GLOBAL_MEM_FENCE);",
+                  f"#ifdef {CHAIN_MACRO}", f"    if (chained) {GPU_FENCE}  // the group's stores, for the last group",
+                  "#endif",
                   f"    last = atom_inc((volatile __global long*)(ctl + {TICKETS})) == groups - 1;", "  }",
                   "  barrier(CLK_LOCAL_MEM_FENCE);", "  if (!last) return;",
                   "  volatile __global long* done = part;"]
@@ -213,10 +216,13 @@ class BodyRenderer(FunctionRenderer):
                 "  }", "}"]
 
     def _chain(self) -> list[str]:
-        """A chained launch of a kernel without work-group sums: each work item's stores fenced, the last
-        group to finish (a ticket per group) runs the serial kernel on, as a replayed resume would."""
-        return [f"#ifdef {CHAIN_MACRO}", "  if (chained) {", f"    {GPU_FENCE}", "    barrier(CLK_GLOBAL_MEM_FENCE);",
-                "    if (get_local_id(0) == 0) {",
+        """A chained launch of a kernel without work-group sums: the group's stores gathered by a barrier
+        and fenced once by its first work item (as CUDA's grid sync does), the last group to finish (a
+        ticket per group) runs the serial kernel on, as a replayed resume would. A fence in every work item
+        instead left the GMM gradient's forward loop at n=100k (2.5M work items) at 0.55 ms against 0.39
+        unchained (H200)."""
+        return [f"#ifdef {CHAIN_MACRO}", "  if (chained) {", "    barrier(CLK_GLOBAL_MEM_FENCE);",
+                "    if (get_local_id(0) == 0) {", f"      {GPU_FENCE}",
                 f"      if (atom_inc((volatile __global long*)(ctl + {TICKETS})) == (long)get_num_groups(0) - 1) {{",
                 f"        {GPU_FENCE}", f"        ctl[{TICKETS}] = 0;",
                 f"        {self.serial.continuation_call(self.loop)}", "      }", "    }", "  }", "#endif"]

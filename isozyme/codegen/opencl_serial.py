@@ -179,8 +179,8 @@ class SerialRenderer(FunctionRenderer):
         a loop kernel's registers are at least those of the functions it calls, and with the whole serial
         kernel there (127 registers) the reverse pairs loop of the GMM gradient (`benchmarks/
         gmm_gpu_kernels.gmm_pairs_qmu`) took 148 registers and 1.64 ms on an H100 against 64 and 0.86
-        unchained; with this code 90, and 80 with its scalars on the stack (`volatile`). Any other label
-        it names traps."""
+        unchained; with this code 90 (64 once `runtime/opencl_registers.py` holds it at the unchained
+        count). Any other label it names traps."""
         number = self.launch_resume[loop.number]
         units: dict[Block | ParallelLoop, None] = {}  # in the order they are reached
         work: list[Block | ParallelLoop] = [loop]
@@ -218,14 +218,11 @@ class SerialRenderer(FunctionRenderer):
             if target in used:
                 restores.insert(0, line)
                 used.update(_NAME.findall(line.split("=", 1)[1]))
-        # its scalars live on the stack (volatile), not in registers: a loop kernel takes as many registers as
-        # the code it runs needs anywhere, and this code, run by one work item once, held up to 90 where the
-        # loop's own code needed 64 (the GMM gradient's reverse pairs loop on an H100)
-        decls = []
-        for decl in self.decls:
-            declared, name = decl.split("=", 1)[0].split()[:-1], decl.split("=", 1)[0].split()[-1]
-            if name in used:
-                decls.append(decl if "*" in decl.split("=", 1)[0] else f"  volatile {' '.join(declared)} {name} = 0;")
+        # its scalars are plain (in registers): `volatile` ones on the stack made the GMM gradient's `iz_par3`
+        # (the continuation after the forward loop, run once by one work item) take 0.41 ms against 0.28 with
+        # the continuation cut out (H200); what they would add to a loop kernel's registers
+        # `runtime/opencl_registers.py` holds back
+        decls = [decl for decl in self.decls if decl.split("=", 1)[0].split()[-1] in used]
         lines = [f"{SERIAL_RUN_ATTRIBUTES} void {SERIAL_RUN}{loop.number}({', '.join(self.run_params()[:-1])}) {{",
                  f"  __global long* err = ctl + {ERROR};", *argument_declarations(self.lang, self.function),
                  *decls, "  if (err[0] != 0) return;", f"  if (ctl[{RESUME}] != {number}) goto L_trap;",

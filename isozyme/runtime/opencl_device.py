@@ -85,21 +85,19 @@ def _has_float_atomics(cl: Any, dev: Any) -> bool:
 def chained(where: Device) -> bool:
     """Are replayed launches on `where` chained: does a replayed loop kernel's last work group run the serial
     kernel on to its next request, so that a replay enqueues no resume after a launch? On NVIDIA's OpenCL
-    when `ISOZYME_OPENCL_CHAIN` is "1"; not elsewhere (`codegen/opencl_control.CHAIN_MACRO` says why).
+    unless `ISOZYME_OPENCL_CHAIN` is "0"; not elsewhere (`codegen/opencl_control.CHAIN_MACRO` says why).
     On an H100 a resume is a launch of some 5 to 10 us of the GPU's time, and its enqueue some 5 us of the
-    host's: chained, the GMM gradient at n=1000 d=10 K=25 took 0.26 to 0.30 ms against 0.30 to 0.45
-    unchained (`benchmarks/gmm_gpu_kernels.py`'s pairs and staged, side by side, 2026-11-27). A chained
-    build's loop kernels are held at the registers ptxas gives them unchained (`opencl_registers.py`:
-    as built, the reverse pairs loop of `gmm_pairs_qmu`'s gradient took 90 registers against 64). With
-    that, on an H200 (2026-11-28, one run, medians of 15 calls) `gmm_pairs_qmu`'s gradient took 0.345 to
-    0.348 ms chained at d=10 against 0.558 to 0.574 unchained, and 1.955 to 1.963 at d=64 K=100 against
-    1.854 to 1.890 (chained as built: 2.37 to 2.39). It stays off by default: slower at d=64, the serial
-    code run in a loop kernel is slower than in the serial kernel (`benchmarks/README.md` says why and
-    what would change it), a chained program's first build takes the driver three builds, and the GPU
-    transformer's training step (`benchmarks/transformer_gpu_kernels.py`) was no faster before the
-    registers were held (3.75 against 3.55 to 3.69 ms at 2 layers, 6.64 to 6.78 against 6.71 to 6.91 at
-    4)."""
-    value = os.environ.get("ISOZYME_OPENCL_CHAIN", "0")
+    host's. A chained build's loop kernels are held at the registers ptxas gives them unchained
+    (`opencl_registers.py`: as built, the reverse pairs loop of `gmm_pairs_qmu`'s gradient took 90
+    registers against 64). On an H200 (2026-11-29, one run, two processes of each mode taking turns,
+    medians of 15 calls, every gradient checked) `benchmarks/gmm_gpu_kernels.gmm_pairs_qmu`'s gradient
+    took 0.28 to 0.38 ms chained against 0.51 to 0.59 unchained at n=1000 d=10 K=25, 1.83 to 1.89 against
+    1.76 to 1.90 at d=64 K=100, and 1.82 to 1.92 against 1.69 to 1.78 at n=100k d=10 (its forward loop,
+    2.5M work items in 9,766 work groups, took 0.54 ms chained against 0.41); the GPU transformer's training step
+    (`benchmarks/transformer_gpu_kernels.py`) 3.23 against 3.43 ms
+    at 2 layers and 6.12 against 6.55 at 4. The cost: a chained program's first build takes the driver
+    three builds (two where the disk cache holds its registers)."""
+    value = os.environ.get("ISOZYME_OPENCL_CHAIN", "1")
     if value not in ("0", "1"):
         raise ValueError(f"ISOZYME_OPENCL_CHAIN must be 0 or 1, not {value!r}")
     return value == "1" and where.ptx
