@@ -96,7 +96,9 @@ def chained(where: Device) -> bool:
     2.5M work items in 9,766 work groups, took 0.54 ms chained against 0.41); the GPU transformer's training step
     (`benchmarks/transformer_gpu_kernels.py`) 3.23 against 3.43 ms
     at 2 layers and 6.12 against 6.55 at 4. The cost: a chained program's first build takes the driver
-    three builds (two where the disk cache holds its registers)."""
+    three builds (two where the disk cache holds its registers): the GMM gradient's first call with empty
+    caches took 13.2 to 13.8 s against 2.4 to 2.6 unchained, a new process's with them filled 0.22 s
+    against 0.16 to 0.20 (`benchmarks/results/gmm_gpu_h200_chained.json`)."""
     value = os.environ.get("ISOZYME_OPENCL_CHAIN", "1")
     if value not in ("0", "1"):
         raise ValueError(f"ISOZYME_OPENCL_CHAIN must be 0 or 1, not {value!r}")
