@@ -38,11 +38,11 @@ kernel that the host did not order (`served` 0) goes on only if its pending LAUN
 replay whose steps differ from the call's requests stops at the first difference and leaves the request
 for the host.
 
-Chained launches (NVIDIA's OpenCL, `ISOZYME_OPENCL_CHAIN=1`: `runtime/opencl_device.chained`): a
-replayed loop kernel launched with `trip` -2 that served its request has each work item fence its stores
-at the GPU's scope, and the last work group to finish (a ticket per group) runs the serial kernel's code
-from the resume after that launch to its next request (`iz_serial_run<k>`, built only with `IZ_CHAIN`),
-so the replay enqueues no resume after a launch.
+Chained launches (NVIDIA's OpenCL unless `ISOZYME_OPENCL_CHAIN=0`: `runtime/opencl_device.chained`): a
+replayed loop kernel launched with `trip` -2 that served its request has each work group's first work
+item fence the group's stores at the GPU's scope after a barrier, and the last work group to finish (a
+ticket per group) runs the serial kernel's code from the resume after that launch to its next request
+(`iz_serial_run<k>`, built only with `IZ_CHAIN`), so the replay enqueues no resume after a launch.
 
 A yield saves the variables live after it, a resume restores them and jumps to the point it stopped at
 (`RESTORE`, then a `switch`; `serial_liveness.py`). A

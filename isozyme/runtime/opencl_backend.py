@@ -64,7 +64,7 @@ def build_options(where: Device) -> str:
     select native float atomic adds in `ATOMIC_HELPERS` (`codegen/opencl_language.py`); on NVIDIA's
     OpenCL, `IZ_PTX_ATOMICS` selects the GPU's own float reductions in inline PTX there, with warp sums
     before them unless `ISOZYME_OPENCL_WARP_SUMS=0` (`codegen/opencl_language.WARP_HELPERS`). There,
-    `IZ_CHAIN` builds the loop kernels' chained launches when `ISOZYME_OPENCL_CHAIN=1`
+    `IZ_CHAIN` builds the loop kernels' chained launches unless `ISOZYME_OPENCL_CHAIN=0`
     (`opencl_device.chained`)."""
     options = f"{BUILD_OPTIONS} -cl-std=CL3.0" if where.float_atomics else BUILD_OPTIONS
     if chained(where):
