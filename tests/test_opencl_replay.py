@@ -387,3 +387,58 @@ def test_each_continuation_names_only_labels_it_defines_and_restores_only_what_i
         declared = re.findall(r"^  (?:long|double|bool) (v\d+) = 0;", text, flags=re.M)
         assert declared and "volatile" not in prologue.split("if (err[0] != 0)")[0]
         assert all(len(re.findall(rf"\b{name}\b", text)) > 1 for name in declared)  # each one used
+
+
+def skipped_loops(y: Array[f64], x: Array[f64], m: i64) -> f64:
+    """Three parallel loops with serial code between them; the second runs `m` iterations (none: its guard
+    skips it), the third only when `m > 2`: the paths that skip a loop, which a chained launch's
+    continuation stops at."""
+    n = len(x)
+    for i in iz.prange(n):
+        y[i] = y[i] * 0.5 + x[i]
+    t = y[0] + y[n - 1]
+    for i in iz.prange(m):
+        y[i] = y[i] + t
+    t += y[n // 2] + y[0]
+    if m > 2:
+        for i in iz.prange(n):
+            y[i] = y[i] * 2.0 + t
+    return t + y[1]
+
+
+def skipped_loops_numpy(x: np.ndarray, m: int) -> tuple[np.ndarray, float]:
+    y, n = np.ones_like(x) * 0.5 + x, len(x)
+    t = y[0] + y[n - 1]
+    y[:m] += t
+    t += y[n // 2] + y[0]
+    if m > 2:
+        y = y * 2.0 + t
+    return y, t + y[1]
+
+
+def test_a_continuation_stops_where_a_later_loop_is_skipped_and_the_serial_kernel_goes_on_from_there():
+    """A continuation holds the code from its launch's resume to the next launch, but not what lies past a
+    later loop on the paths that skip it: there it asks for a CONTINUE, which a resume serves (replayed
+    too), so each continuation makes one launch request and the serial kernel has a resume case per
+    stop, at that block. Every call equals numpy, whichever loops it skips, and a repeated call waits
+    for the device once, chained or not (on NVIDIA's OpenCL a repeated call whose loops all run has its
+    serial code run by the continuations: one run of the serial kernel)."""
+    import re
+
+    from isozyme.codegen.opencl_control import CONTINUE, KIND, LAUNCH
+
+    kernel = iz.kernel(skipped_loops, backend="opencl")
+    source = iz.show_ir(kernel, "opencl")
+    serial = source[source.index("__kernel void iz_serial("):]
+    texts = re.findall(r"void iz_serial_run\d+\(.*?\n\}\n", source, flags=re.S)
+    assert len(texts) == 3
+    for text in texts[:2]:
+        assert text.count(f"ctl[{KIND}] = {LAUNCH};") == 1 and f"ctl[{KIND}] = {CONTINUE};" in text, text
+        for resume in re.findall(rf"ctl\[{KIND}\] = {CONTINUE}; ctl\[\d+\] = (\d+);", text):
+            label = re.search(rf"case {resume}:.*? goto (L\d+);", serial).group(1)
+            assert re.search(rf"^{label}:;\n  ctl\[{KIND}\] = {CONTINUE};", text, flags=re.M), label
+    x = np.random.default_rng(7).random(1 << 16)
+    calls = calls_against_numpy(kernel, skipped_loops_numpy, x, (5, 5, 0, 0, 2, 2, 5, 0, 5, 5), 1e-13)
+    assert [call.round_trips for call in calls][1::2] == [1] * 5
+    if iz.runtime.opencl_device.chained(iz.runtime.opencl_device.device()):
+        assert calls[1].serial_runs == calls[9].serial_runs == 1
