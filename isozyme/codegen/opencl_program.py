@@ -31,14 +31,14 @@ control buffer, saves every variable there too, and returns. The requests:
     continuation stops there, below);
   - DONE: the return value is in the header.
 
-Every LAUNCH, CLEAR and CONTINUE takes the next request number (`SEQUENCE`). A replayed call (`runtime/opencl_runner.py`)
-enqueues the previous call's launches and clears without waiting for the serial kernel: a loop kernel run
-with `trip` -1 and a request number runs the loop only if that request is pending and is its launch (it
-takes the trip count from the request; otherwise its work items take no iteration), and `iz_clear` clears
-only if its request is pending; each writes the number it served into `SERVED`. A resume of the serial
-kernel that the host did not order (`served` 0) goes on only if its pending LAUNCH or CLEAR is served, or
-is a CONTINUE, so a replay whose steps differ from the call's requests stops at the first difference and
-leaves the request for the host.
+Every LAUNCH, CLEAR and CONTINUE takes the next request number (`SEQUENCE`). A replayed call
+(`runtime/opencl_runner.py`) enqueues the previous call's launches and clears without waiting for the serial
+kernel: a loop kernel run with `trip` -1 and a request number runs the loop only if that request is pending
+and is its launch (it takes the trip count from the request; otherwise its work items take no iteration), and
+`iz_clear` clears only if its request is pending; each writes the number it served into `SERVED`. A resume of
+the serial kernel that the host did not order (`served` 0) goes on only if its pending LAUNCH or CLEAR is
+served, or is a CONTINUE, so a replay whose steps differ from the call's requests stops at the first
+difference and leaves the request for the host.
 
 Chained launches (NVIDIA's OpenCL unless `ISOZYME_OPENCL_CHAIN=0`: `runtime/opencl_device.chained`): a
 replayed loop kernel launched with `trip` -2 that served its request has each work group's first work

@@ -155,9 +155,9 @@ class SerialRenderer(FunctionRenderer):
                     self.restores[self.resumes] = [(v, p) for v, p in self.layout.words if p < 0 and v in live]
         trap = register_site(self.lang.sites, ErrorSite("assert", None, "prange", {
             "message": "internal error: the serial kernel reached the body of a parallel loop"}))
-        at = {r: self.labels[block] for block, r in self.cut_resume.items()}
-        cases = [" ".join([f"    case {r}:", *(self._load(key) for key in self.restores[r]), f"goto {at.get(r, f'R{r}')};"])
-                 for r in range(1, self.resumes + 1)]
+        at = {r: self.labels[block] for block, r in self.cut_resume.items()}  # a stop's case goes on at its block
+        cases = [" ".join([f"    case {r}:", *(self._load(key) for key in self.restores[r]),
+                           f"goto {at.get(r, f'R{r}')};"]) for r in range(1, self.resumes + 1)]
         self.lines += ["L_trap:;", f"  err[0] = {trap}; return;", "RESTORE:;", *self._restore(),
                        f"  switch (ctl[{RESUME}]) {{", *cases, "  }", "  goto L_trap;"]
         self.trap = trap
