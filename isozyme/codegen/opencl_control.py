@@ -32,9 +32,7 @@ REDUCTIONS = 24
 assert SERVED < REDUCTIONS
 HEADER_WORDS = SERVED + 1
 """The words the host reads after each run of the serial kernel."""
-DONE, LAUNCH, ALLOC, GROW, CLEAR, CONTINUE = 1, 2, 3, 4, 5, 6
-"""The requests (`opencl_program.py`). CONTINUE asks only for a resume: a chained launch's continuation makes
-it where its code would go on past a later loop it skips (`opencl_serial.SerialRenderer.continuation`)."""
+DONE, LAUNCH, ALLOC, GROW, CLEAR = 1, 2, 3, 4, 5
 REPLAYED_TRIP, CHAINED_TRIP = -1, -2
 """A loop kernel's `trip` argument when it is replayed (the trip count is in the request), and when it is
 replayed and its last work group runs the serial kernel on (`opencl_program.py`: chained launches)."""

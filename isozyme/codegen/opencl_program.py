@@ -27,26 +27,22 @@ control buffer, saves every variable there too, and returns. The requests:
   - GROW site, new, old: the host gives the site a buffer of `new` elements holding the first `old`;
   - CLEAR site, start, bytes: the host zeroes those bytes of the site's buffer (a zeroed view into an arena
     larger than the serial kernel clears itself, `opencl_serial.SERIAL_CLEAR_LIMIT`);
-  - CONTINUE: nothing but a resume, which goes on from the block the request names (a chained launch's
-    continuation stops there, below);
   - DONE: the return value is in the header.
 
-Every LAUNCH, CLEAR and CONTINUE takes the next request number (`SEQUENCE`). A replayed call
-(`runtime/opencl_runner.py`) enqueues the previous call's launches and clears without waiting for the serial
-kernel: a loop kernel run with `trip` -1 and a request number runs the loop only if that request is pending
-and is its launch (it takes the trip count from the request; otherwise its work items take no iteration), and
-`iz_clear` clears only if its request is pending; each writes the number it served into `SERVED`. A resume of
-the serial kernel that the host did not order (`served` 0) goes on only if its pending LAUNCH or CLEAR is
-served, or is a CONTINUE, so a replay whose steps differ from the call's requests stops at the first
-difference and leaves the request for the host.
+Every LAUNCH and CLEAR takes the next request number (`SEQUENCE`). A replayed call (`runtime/opencl_runner.py`)
+enqueues the previous call's launches and clears without waiting for the serial kernel: a loop kernel run
+with `trip` -1 and a request number runs the loop only if that request is pending and is its launch (it
+takes the trip count from the request; otherwise its work items take no iteration), and `iz_clear` clears
+only if its request is pending; each writes the number it served into `SERVED`. A resume of the serial
+kernel that the host did not order (`served` 0) goes on only if its pending LAUNCH or CLEAR is served, so a
+replay whose steps differ from the call's requests stops at the first difference and leaves the request
+for the host.
 
 Chained launches (NVIDIA's OpenCL unless `ISOZYME_OPENCL_CHAIN=0`: `runtime/opencl_device.chained`): a
 replayed loop kernel launched with `trip` -2 that served its request has each work group's first work
 item fence the group's stores at the GPU's scope after a barrier, and the last work group to finish (a
 ticket per group) runs the serial kernel's code from the resume after that launch to its next request
-(`iz_serial_run<k>`, built only with `IZ_CHAIN`), so the replay enqueues no resume after a launch. A
-continuation stops where its code would go on past a later loop that it skips (a CONTINUE request, which
-the replay's next step, a resume, serves), so it holds only the code up to the next launch.
+(`iz_serial_run<k>`, built only with `IZ_CHAIN`), so the replay enqueues no resume after a launch.
 
 A yield saves the variables live after it, a resume restores them and jumps to the point it stopped at
 (`RESTORE`, then a `switch`; `serial_liveness.py`). A

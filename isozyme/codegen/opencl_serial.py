@@ -21,7 +21,6 @@ from isozyme.codegen.opencl_control import (
     ALLOC,
     ARG0,
     CLEAR,
-    CONTINUE,
     DONE,
     ERROR,
     GROW,
@@ -97,18 +96,6 @@ class SerialRenderer(FunctionRenderer):
         """The error site of reaching code the serial kernel must not (`render`)."""
         self.restores: dict[int, list[tuple[Value, int]]] = {}
         """The words each resume restores beyond those restored at every resume (`_restore`)."""
-        self.after: dict[Block, ParallelLoop] = {}
-        """The blocks each loop's header exits through to the first branch or merge, and that loop: a path
-        into them from elsewhere skipped the loop (`continuation_units`)."""
-        for loop in loops:
-            for block in loop.header.successors:
-                while block not in loop.loop and block not in self.after and block not in self.by_header:
-                    self.after[block] = loop
-                    if len(block.successors) != 1:
-                        break
-                    block = block.successors[0]
-        self.cut_resume: dict[Block, int] = {}
-        """The resume point at the start of each block where a continuation stops (`continuation_units`)."""
         for loop in loops:
             for alloc, kind in loop.scratch.items():
                 if kind == "inner":
@@ -146,18 +133,10 @@ class SerialRenderer(FunctionRenderer):
         self.render_blocks([block for block in self.blocks if block not in self.hidden])
         for loop in self.loops:
             self._launch(loop)
-        for loop in self.loops:  # the resume points where continuations stop, in the order they are met
-            for block in self.continuation_units(loop)[1]:
-                if block not in self.cut_resume:
-                    self.resumes += 1
-                    self.cut_resume[block] = self.resumes
-                    live = self.liveness.at_entry(block)
-                    self.restores[self.resumes] = [(v, p) for v, p in self.layout.words if p < 0 and v in live]
         trap = register_site(self.lang.sites, ErrorSite("assert", None, "prange", {
             "message": "internal error: the serial kernel reached the body of a parallel loop"}))
-        at = {r: self.labels[block] for block, r in self.cut_resume.items()}  # a stop's case goes on at its block
-        cases = [" ".join([f"    case {r}:", *(self._load(key) for key in self.restores[r]),
-                           f"goto {at.get(r, f'R{r}')};"]) for r in range(1, self.resumes + 1)]
+        cases = [" ".join([f"    case {r}:", *(self._load(key) for key in self.restores[r]), f"goto R{r};"])
+                 for r in range(1, self.resumes + 1)]
         self.lines += ["L_trap:;", f"  err[0] = {trap}; return;", "RESTORE:;", *self._restore(),
                        f"  switch (ctl[{RESUME}]) {{", *cases, "  }", "  goto L_trap;"]
         self.trap = trap
@@ -168,13 +147,10 @@ class SerialRenderer(FunctionRenderer):
         # sites' capacities), so the host writes them only when they change; a replayed resume (`served` 0)
         # goes on only if a replayed kernel served the request (a launch or a clear); after the end or an
         # error it does nothing
-        # (a CONTINUE asks for nothing but the resume: any resume serves it, and notes that in `SERVED`)
-        replayed = (f"(ctl[{KIND}] == {LAUNCH} || ctl[{KIND}] == {CLEAR} || ctl[{KIND}] == {CONTINUE}) "
-                    f"&& ctl[{SERVED}] == ctl[{SEQUENCE}]")
+        replayed = f"(ctl[{KIND}] == {LAUNCH} || ctl[{KIND}] == {CLEAR}) && ctl[{SERVED}] == ctl[{SEQUENCE}]"
         start = [f"  if (served == {START}) {{ for (int w = 0; w < {self.capacities}; w++) "
                  f"if (w != {HEAP_WORDS}) ctl[w] = 0; }}",
                  f"  if (err[0] != 0 || ctl[{KIND}] == {DONE}) return;",
-                 f"  if (ctl[{KIND}] == {CONTINUE}) ctl[{SERVED}] = ctl[{SEQUENCE}];",
                  f"  if (ctl[{RESUME}] != 0) {{ if (!served && !({replayed})) return; goto RESTORE; }}"]
         return [*head, *self.decls, *start, *self.lines, "}"]
 
@@ -204,32 +180,29 @@ class SerialRenderer(FunctionRenderer):
         kernel there (127 registers) the reverse pairs loop of the GMM gradient (`benchmarks/
         gmm_gpu_kernels.gmm_pairs_qmu`) took 148 registers and 1.64 ms on an H100 against 64 and 0.86
         unchained; with this code 90 (64 once `runtime/opencl_registers.py` holds it at the unchained
-        count). Any other label it names traps.
-
-        It stops where its code would go on past a later loop without launching it (`continuation_units`):
-        there it saves what is live, asks for a CONTINUE and returns, and the serial kernel's resume goes
-        on from that block. Those paths (a loop's guard that skips it, a `prange` under an `if`) reached
-        every later launch and the code after it, so that each continuation held much of the serial kernel:
-        the chained GMM gradient's eleven were 179 KB of OpenCL C, and its first build took 13 s."""
+        count). Any other label it names traps."""
         number = self.launch_resume[loop.number]
-        units, cuts = self.continuation_units(loop)
-        code: list[str] = []
-        for unit in units:  # of a launch, the request (another's) or the resume (its own) only
-            start, stop = self.unit_lines[unit]
-            lines = self.lines[start:stop]
+        units: dict[Block | ParallelLoop, None] = {}  # in the order they are reached
+        work: list[Block | ParallelLoop] = [loop]
+        while work:
+            unit = work.pop()
+            if unit in units:
+                continue
+            units[unit] = None
+            if unit is loop:
+                work.append(loop.header)  # the resume goes on at the loop's header
             if isinstance(unit, ParallelLoop):
-                split = lines.index(f"R{self.launch_resume[unit.number]}:;")
-                lines = lines[:split] if unit is not loop else lines[split:]
-            code += lines
-        start, stop = self.unit_lines[loop]
-        own = self.lines[start:stop]
-        if any(f"goto P{loop.number};" in line for line in code):  # its own launch again (a serial loop)
-            code = own[:own.index(f"R{number}:;")] + code
-        for block in cuts:  # a request the serial kernel's resume serves by going on from the block
-            resume = self.cut_resume[block]
-            code += [f"{self.labels[block]}:;",
-                     f"  ctl[{KIND}] = {CONTINUE}; ctl[{RESUME}] = {resume}; ctl[{SEQUENCE}] += 1;",
-                     *(f"  {self._store(key)}" for key in [*self._always(), *self.restores[resume]]), "  return;"]
+                continue  # another launch yields: what follows it runs after its own resume
+            for successor in unit.successors:
+                entered = self.by_header.get(successor)
+                if entered is not None and unit not in entered.loop:
+                    work.append(entered)
+                elif successor not in self.hidden:
+                    work.append(successor)
+        code: list[str] = []
+        for unit in units:
+            start, stop = self.unit_lines[unit]
+            code += self.lines[start:stop]
         # a word restored here and saved again unchanged is left as it is: those copies (the arrays' extents
         # above all) held some 30 registers in the GMM gradient's loop kernels
         restored = [*self._always(), *self.restores[number]]
@@ -255,39 +228,9 @@ class SerialRenderer(FunctionRenderer):
                  *decls, "  if (err[0] != 0) return;", f"  if (ctl[{RESUME}] != {number}) goto L_trap;",
                  *restores, f"  goto R{number};", *code]
         for block in self.blocks:  # labels it names but cannot reach (a loop header after another launch)
-            if block not in self.hidden and block not in units and block not in cuts \
-                    and self.labels[block] in used:
+            if block not in self.hidden and block not in units:
                 lines.append(f"{self.labels[block]}:; goto L_trap;")
         return [*lines, "L_trap:;", f"  err[0] = {self.trap}; return;", "}"]
-
-    def continuation_units(self, loop: ParallelLoop) -> tuple[dict[Block | ParallelLoop, None], list[Block]]:
-        """What loop `loop`'s continuation runs (`continuation`), in the order reached from its resume at the
-        loop's header: blocks, and the launches it ends at (another launch yields: what follows it runs
-        after its own resume); and the blocks where it stops instead: the exit of another loop, reached
-        without launching that loop (its guard skipped it, or an `if` around it was not taken). The code
-        from there on is also what that loop's own continuation runs."""
-        units: dict[Block | ParallelLoop, None] = {}
-        cuts: dict[Block, None] = {}
-        work: list[Block | ParallelLoop] = [loop]
-        while work:
-            unit = work.pop()
-            if unit in units:
-                continue
-            units[unit] = None
-            if unit is loop:
-                work.append(loop.header)  # the resume goes on at the loop's header
-            if isinstance(unit, ParallelLoop):
-                continue
-            for successor in unit.successors:
-                entered = self.by_header.get(successor)
-                skipped = self.after.get(successor)
-                if entered is not None and unit not in entered.loop:
-                    work.append(entered)
-                elif skipped is not None and skipped is not loop:
-                    cuts[successor] = None
-                elif successor not in self.hidden:
-                    work.append(successor)
-        return units, list(cuts)
 
     def site_params(self) -> list[str]:
         return [f"{self.lang.pointer(alloc.type)} restrict s{site}" for alloc, site in self.site_of.items()]  # type: ignore

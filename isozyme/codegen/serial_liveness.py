@@ -54,14 +54,6 @@ class SerialLiveness:
     def at_launch(self, loop: ParallelLoop) -> set[Value]:
         return self.live_in[loop.number]
 
-    def at_entry(self, block: Block) -> set[Value]:
-        """The scalars live where `block`'s code begins, its phis' copies made (an edge into it assigns them)."""
-        live = self._end(block)
-        for inst in reversed(block.instructions):
-            if not isinstance(inst, Phi):
-                live = self._step(inst, live)
-        return live
-
     def _launch_uses(self, loop: ParallelLoop) -> set[Value]:
         values: list[object] = [loop.trip, *loop.header.phis]
         values += [iv.step for iv in loop.inductions]

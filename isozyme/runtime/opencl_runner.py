@@ -46,7 +46,6 @@ from isozyme.codegen.opencl_control import (
     ARG2,
     CHAINED_TRIP,
     CLEAR,
-    CONTINUE,
     DONE,
     ERROR,
     GROUP_SIZE,
@@ -94,9 +93,8 @@ MAX_REPLAYED = 4096
 """The most steps a call replays (`Runner._replay`): a longer run records none."""
 
 Step = tuple[int, int, int, int, int]
-"""A request of the serial kernel that a call replays: (LAUNCH, request number, loop, trip count, 0),
-(CLEAR, request number, site, first byte, bytes) or (CONTINUE, request number, 0, 0, 0), which a resume
-serves (`codegen/opencl_program.py`)."""
+"""A request of the serial kernel that a call replays: (LAUNCH, request number, loop, trip count, 0) or
+(CLEAR, request number, site, first byte, bytes)."""
 
 
 def replay_enabled() -> bool:
@@ -352,8 +350,6 @@ class Runner:
             elif kind == CLEAR:
                 steps.append((CLEAR, words[SEQUENCE], a, b, c))
                 self._clear(a, b, c)
-            elif kind == CONTINUE:  # a continuation stopped: the resume goes on (a replay resumes it too)
-                steps.append((CONTINUE, words[SEQUENCE], 0, 0, 0))
             else:
                 raise RuntimeError(f"the serial kernel made an unknown request {kind}")
             self._resume(SERVED_BY_HOST)
@@ -390,8 +386,7 @@ class Runner:
 
     def _replay(self, script: list[Step], control: Any) -> None:
         """Enqueue the launches and clears of the previous call, each clear followed by a resume of the
-        serial kernel, and each launch too unless it is chained (`chained`: the loop kernel runs it on),
-        and a resume for each CONTINUE (a chained launch's continuation stopped: the resume goes on). A
+        serial kernel, and each launch too unless it is chained (`chained`: the loop kernel runs it on). A
         replayed kernel runs only if the serial kernel's pending request is that step (request number,
         kind, loop or site), taking the trip count or the bytes from the request, and the resume after it
         (in the kernel or not) goes on only if it ran. A call whose requests differ from the script stops at
@@ -402,9 +397,7 @@ class Runner:
         if self.plan is None or self.plan[0] is not script:
             commands: list[Command] = []
             for kind, sequence, a, b, c in script:
-                if kind == CONTINUE:
-                    pass  # the resume below serves it
-                elif kind == LAUNCH:
+                if kind == LAUNCH:
                     commands.append(self._loop_command(a, b, control, sequence, chained))
                     if chained:
                         continue  # its last work group resumes the serial kernel
