@@ -5,7 +5,6 @@ needs NVIDIA's OpenCL, where launches are chained by default: the GPU conformanc
 from __future__ import annotations
 
 import re
-
 from types import SimpleNamespace
 
 import pytest
