@@ -17,18 +17,18 @@ whole call 1.955-1.963 ms against 1.854-1.890 unchained (2.37-2.39 chained as bu
 d=10, 0.345-0.348 ms against 0.558-0.574 unchained.
 
 The counts come from a build of the source plus an empty kernel whose name no other build has: NVIDIA's
-driver keeps the binaries of what it built (its compute cache, which a comment in the source does not miss),
-and a build it answers from there runs no ptxas and logs no registers. So a probe of the plain source held
-nothing in every process after the first, and one of the source plus a comment (which the PTX does not keep)
-held nothing where the driver had built the unchained program before: on an H200 (2026-11-29), after an
-unchained build of the same source, the comment's probe named no kernel and the new one all eleven of the
-GMM gradient's. What a hold is worth there (d=64, each process with the driver's cache off, so that every
-probe ran ptxas; the continuations of a build since reverted): 1.80 ms a call held, 2.12 unheld, 1.73
-unchained. The counts are then kept in isozyme's disk cache (`disk_cache.py`), by device, driver, options
-and source, so that build is made once. The cost: two more builds by the driver on a chained program's first
-build in a process (that one, where the disk cache has no counts, and the one from PTX), chained builds
-only. Where the log names no loop kernel's registers, or the PTX no entry (another driver's output), the
-program stays as built."""
+driver keeps the binaries of what it built (its compute cache), a comment in the source does not make a
+build new to it, and a build it answers from there runs no ptxas and logs no registers. So a probe of the
+plain source held nothing in every process after the first, and one of the source plus a unique comment held
+nothing where an earlier process had probed the same program (with isozyme's disk cache off, or another
+cache directory, as `benchmarks/gmm_gpu.py`'s cold compiles have): on an H200 (2026-11-29), after a verbose
+unchained build of the GMM gradient, the comment's probe named no kernel and the new one all eleven. What a
+hold is worth there (d=64, each process with the driver's cache off, so that every probe ran ptxas; the
+continuations of a build since reverted): 1.80 ms a call held, 2.12 unheld, 1.73 unchained. The counts are
+then kept in isozyme's disk cache (`disk_cache.py`), by device, driver, options and source, so that build is
+made once. The cost: two more builds by the driver on a chained program's first build in a process (that
+one, where the disk cache has no counts, and the one from PTX), chained builds only. Where the log names no
+loop kernel's registers, or the PTX no entry (another driver's output), the program stays as built."""
 
 from __future__ import annotations
 
