@@ -451,8 +451,9 @@ class Runner:
         `max_groups` for a loop that `reduces` (its groups reduce sums: the last group adds up one partial
         sum per group; or it makes atomic adds: on an H100 the reverse loop of GMM's 2.5M (component, point)
         pairs took 3.9 ms with a work item per pair against 2.0 with `max_groups`, its adds into one row
-        of d_icf contending) and `MAX_GROUPS` for the others (one work item per iteration runs an
-        elementwise loop some 8% faster on an H100 than `max_groups` that take several each). A replayed
+        of d_icf contending; or it is a chained launch: `_loop_command`) and `MAX_GROUPS` for the others
+        (one work item per iteration runs an elementwise loop some 8% faster on an H100 than `max_groups`
+        that take several each). A replayed
         launch's count is the previous call's, and the call's may be larger: on a GPU it takes at least
         `max_groups` (a work item takes every size-th iteration, so any count is covered, and a larger one
         at full speed; a work item with no iteration ends at once), on a CPU at least
