@@ -133,10 +133,11 @@ class HostStage:
     `STAGED_BYTES` together (`stage`; an Active parameter's adjoint, which `iz.autodiff` passes as a
     one-element array). Into pageable memory a read from the GPU is staged by the driver: on an H200
     (NVIDIA's OpenCL) the header's read started 83-92 us after an 8-byte copy back into a numpy array had
-    ended, and 6-12 us after the loop kernel before it when both landed here; the elementwise gradient's
-    call (2^26 elements, device arrays, the same arrays again and again) took 1.43-1.45 ms against
-    1.62-1.69, its loop kernel 1.29. The staged bytes reach their arrays in `land`, once the queue has run
-    the copies (after a blocking read or a `finish`)."""
+    ended, some 100 us after the loop kernel before them, and 55-71 us after it when both landed here;
+    the elementwise gradient's call (2^26 elements, device arrays, the same arrays again and again) took
+    1.43-1.45 ms against 1.62-1.69 in one run of both (other runs of the pageable reads: 1.46-1.68), its
+    loop kernel 1.29. The staged bytes reach their arrays in `land`, once the queue has run the copies
+    (after a blocking read or a `finish`)."""
 
     def __init__(self, cl: Any, context: Any, queue: Any, header_words: int) -> None:
         size = 8 * header_words + STAGED_BYTES
