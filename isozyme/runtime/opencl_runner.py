@@ -434,7 +434,7 @@ class Runner:
         is to run the serial kernel on."""
         size, loop = self.program.group_size, self.program.loops[number]
         # a chained launch's groups each fence and take a ticket: at most `max_groups` of them, as for sums
-        # (the elementwise primal over 2^26 elements, a work item per iteration: 0.82-0.93 ms a call against
+        # (the elementwise primal over 2^26 elements, a work item per iteration: 0.82-0.94 ms a call against
         # 0.52-0.57, H200)
         groups = self._groups(trip, size, replayed=sequence > 0,
                               reduces=loop.accumulators > 0 or loop.atomics or chained)
