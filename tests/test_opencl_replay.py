@@ -11,6 +11,7 @@ import pytest
 import isozyme as iz
 from isozyme import Array, Duplicated, f64, i64
 from isozyme.codegen.opencl_serial import SERIAL_CLEAR_LIMIT
+from isozyme.runtime.opencl_device import chained, device
 
 pytest.importorskip("pyopencl")
 
@@ -229,7 +230,6 @@ def test_a_loop_without_sums_runs_one_work_item_per_iteration_replayed_or_not():
     launch (NVIDIA's OpenCL) has at most the device's `max_groups` groups, replayed after any call, each
     work item taking several iterations: each of its groups fences and takes a ticket. Every call's
     result is numpy's."""
-    from isozyme.runtime.opencl_device import chained, device
     launches = []
     for sizes in ((300_000, 300_000), (10, 300_000)):
         kernel = iz.kernel(scaled, backend="opencl")
