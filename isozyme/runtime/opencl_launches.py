@@ -147,7 +147,7 @@ class HostStage:
         self.header: np.ndarray = memory[:8 * header_words].view(np.int64)
         self._area = memory[8 * header_words:]
         self._used = 0
-        self._pending: list[tuple[np.ndarray, np.ndarray]] = []
+        self._pending: list[tuple[Any, np.ndarray, np.ndarray]] = []
         self._read = nonblocking_read(cl)
 
     def stage(self, queue: Any, buffer: Any, array: np.ndarray) -> Any | None:
@@ -159,13 +159,18 @@ class HostStage:
             return None
         view = self._area[start:stop]
         event = self._read(queue, buffer, view)
-        self._pending.append((view, array))
+        self._pending.append((event, view, array))
         self._used = stop
         return event
 
     def land(self) -> None:
-        """Copy the staged bytes into their arrays: every staged copy has run."""
-        for view, array in self._pending:
+        """Copy the staged bytes into their arrays, each once its copy has run (called after a blocking read
+        or a `finish` of the queue, when every one has: the wait makes that no assumption). On PoCL a land
+        moved before the header's read still passed every test, and on an H200 a staged copy's enqueue
+        returned only once the loop kernel before it had ended (a probe's timeline), so no test sees a land
+        too early: the wait is what keeps one from moving stale bytes."""
+        for event, view, array in self._pending:
+            event.wait()
             np.copyto(array, view.view(array.dtype).reshape(array.shape))
         self.discard()
 
