@@ -32,7 +32,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from isozyme.ssa.builder import Builder
-from isozyme.ssa.cfg import predecessors
 from isozyme.ssa.ir import Block, Constant, Function, Instruction, Phi, Value
 from isozyme.ssa.loops import Loop, LoopNest
 from isozyme.ssa.ops import OP_INFO, Op
@@ -117,7 +116,7 @@ def _merge_latches(loop: Loop, nest: LoopNest) -> bool:
 
 
 def _dedicate_exits(loop: Loop, nest: LoopNest) -> bool:
-    preds = predecessors(nest.function)
+    preds = nest.tree.preds
     changed = False
     for exit_block in loop.exit_blocks:
         inside = [pred for pred in preds[exit_block] if pred in loop]
@@ -128,16 +127,53 @@ def _dedicate_exits(loop: Loop, nest: LoopNest) -> bool:
 
 
 def _fix_until_stable(function: Function, fixes: Iterable[LoopFix]) -> bool:
-    """Apply `fixes` to the loops of fresh loop nests until none changes anything."""
+    """Apply `fixes` to the loops of fresh loop nests until none changes anything.
+
+    A round goes on past a change, with the loops the change cannot have reached. A fix of loop A edits
+    only edges between A's blocks, its entering blocks and its exit blocks (its `_neighbourhood`), and
+    places new blocks on those edges only; splitting an edge keeps every dominance relation between the old
+    blocks. So a loop none of whose blocks, entering blocks, exit blocks or dominators is in a changed
+    loop's neighbourhood sees in the round's nest and dominator tree what fresh ones would show it; the
+    others wait for the next round. One round per change instead cost the transformer's gradient 2,700
+    rounds over functions of about 700 blocks: two thirds of its compile time."""
     fixes = tuple(fixes)
     changed = False
     # Every fix removes a defect and adds at most a few blocks; this bound is far above what that allows.
     for _ in range(8 * (len(function.blocks) + 1)):
         nest = LoopNest(function)
-        if not any(fix(loop, nest) for loop in nest for fix in fixes):
+        touched: set[Block] = set()
+        for loop in nest:
+            if touched and _reaches(loop, nest, touched):
+                continue
+            neighbourhood = _neighbourhood(loop)  # before the fix moves its edges
+            if any(fix(loop, nest) for fix in fixes):
+                touched |= neighbourhood
+        if not touched:
             return changed
         changed = True
     raise RuntimeError(f"loop-canon did not converge on @{function.name}")
+
+
+def _neighbourhood(loop: Loop) -> set[Block]:
+    """The blocks whose edges a fix of `loop` may change: its own, its entering and its exit blocks."""
+    return {*loop.blocks, *loop.entering_blocks, *loop.exit_blocks}
+
+
+def _reaches(loop: Loop, nest: LoopNest, touched: set[Block]) -> bool:
+    """Does what the fixes read about `loop` involve a block of `touched`: one of its blocks, entering or
+    exit blocks (edges, phis, predecessors), or a dominator of its header (the branch conditions known on
+    entry, `loop_runs_at_least_once`)? Its exit blocks are read after its blocks, whose successors are then
+    as the nest saw them."""
+    if any(block in touched for block in loop.blocks) or any(block in touched for block in loop.entering_blocks):
+        return True
+    if any(block in touched for block in loop.exit_blocks):
+        return True
+    block: Block | None = loop.header
+    while block is not None:
+        if block in touched:
+            return True
+        block = nest.tree.idom.get(block)
+    return False
 
 
 def canonicalize_loop_structure(function: Function) -> bool:
@@ -165,7 +201,7 @@ def _rewrite_induction_variable(loop: Loop, nest: LoopNest) -> bool:
     k = Builder(header).phi(I64, name="k")
     k.flags |= count.iv.phi.flags & {"parallel"}  # a prange loop stays one (its header phi says so)
     k_next = Builder().before(latch.terminator).iadd(k, 1, name="k.next")  # type: ignore[union-attr]
-    for pred in predecessors(nest.function)[header]:
+    for pred in nest.tree.preds[header]:
         k.add_incoming(pred, k_next if pred is latch else Constant(I64, 0))
     _replace_exit_test(loop, count, k, trip)
     _replace_induction_variable(count, k)
@@ -238,7 +274,7 @@ def _guard_loop(loop: Loop, nest: LoopNest) -> bool:
     if test is None or preheader is None or loop.exiting_blocks != [loop.header]:
         return False
     exit_block = next(succ for succ in loop.header.successors if succ not in loop)
-    if predecessors(nest.function)[exit_block] != [loop.header] or nest.loop_of(exit_block) is not loop.parent:
+    if nest.tree.preds[exit_block] != [loop.header] or nest.loop_of(exit_block) is not loop.parent:
         return False
     if loop_entry_test_value(loop) is not None or loop_runs_at_least_once(loop, nest.tree):
         return False

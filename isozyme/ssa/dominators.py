@@ -23,6 +23,8 @@ class DominatorTree:
         self.rpo = reverse_post_order(function)
         """Reachable blocks in reverse post-order."""
         self.preds = predecessors(function)
+        """Each block's predecessors, reachable or not (`cfg.predecessors`), as the CFG was when the tree was
+        built: a pass that keeps the tree while it edits no edges reads them here instead of again."""
         self.idom: dict[Block, Block | None] = self._compute_idoms()
         """Immediate dominator of each reachable block (None for the entry)."""
         self.children: dict[Block, list[Block]] = {block: [] for block in self.rpo}
