@@ -98,6 +98,9 @@ class Pair:
     mirrored: bool = False
     """L1 counts up and L2 down through the same values, both parallel: L2's counter becomes L1's plus one
     (module docstring, "iterations")."""
+    tree: DominatorTree | None = None
+    """The dominator tree of the loop nest the pair was found in (the function as it is until it fuses):
+    `fusible` reads dominance and predecessors there instead of computing them again."""
 
 
 def counted_loop(loop: Loop) -> Candidate | None:
@@ -114,14 +117,14 @@ Guard = tuple[Value, bool]
 """A condition that decides whether a loop runs, and the value for which it does."""
 
 
-def _skips_before(one: Candidate, two_exit: Block) -> tuple[list[Block], list[Guard], list[Block]]:
+def _skips_before(one: Candidate, two_exit: Block, preds: dict[Block, list[Block]]
+                  ) -> tuple[list[Block], list[Guard], list[Block]]:
     """Walking back from L1's header: the blocks of the single-predecessor chain whose `cbr` goes either
     further towards L1 or to E1, and their conditions; and those whose `cbr` goes to E2 instead,
     skipping both loops."""
     skips: list[Block] = []
     guards: list[Guard] = []
     both: list[Block] = []
-    preds = predecessors(one.loop.header.function)  # type: ignore[arg-type]
     child, block = one.loop.header, one.entering
     while True:
         end = block.terminator
@@ -139,11 +142,10 @@ def _skips_before(one: Candidate, two_exit: Block) -> tuple[list[Block], list[Gu
     return skips, guards, both
 
 
-def _chain_after(one: Candidate, two_exit: Block, header_two: Block) -> tuple[list[Block], list[Block],
-                                                                                list[Guard]] | None:
+def _chain_after(one: Candidate, two_exit: Block, header_two: Block, preds: dict[Block, list[Block]]
+                 ) -> tuple[list[Block], list[Block], list[Guard]] | None:
     """From E1 to L2's header: the blocks after E1 (each reached only from the one before), the blocks
     whose `cbr` skips to E2, and their conditions; None if the path has any other shape."""
-    preds = predecessors(header_two.function)  # type: ignore[arg-type]
     chain: list[Block] = []
     skips: list[Block] = []
     guards: list[Guard] = []
@@ -168,28 +170,27 @@ def _chain_after(one: Candidate, two_exit: Block, header_two: Block) -> tuple[li
 
 
 def adjacent_pair(first: Loop, nest: LoopNest) -> Pair | None:
-    """`first` and the loop after it, when the shape is the one the docstring describes."""
+    """`first` and the loop after it, when the shape is the one the docstring describes. `nest` is fresh:
+    its dominator tree's predecessors are the function's."""
     one = counted_loop(first)
     if one is None:
         return None
-    function = first.header.function
-    assert function is not None
-    preds = predecessors(function)
+    preds = nest.tree.preds
     for second in nest:
         if second.parent is first.parent and second is not first \
                 and _behind(second.entering_blocks[0], one.exit, preds):
             two = counted_loop(second)
             if two is None:
                 continue
-            found = _chain_after(one, two.exit, second.header)
+            found = _chain_after(one, two.exit, second.header, preds)
             if found is not None:
                 break
     else:
         return None
-    skips_one, guards_one, skips_both = _skips_before(one, two.exit)
+    skips_one, guards_one, skips_both = _skips_before(one, two.exit, preds)
     if set(preds[one.exit]) != {first.header, *skips_one}:
         return None  # E1 is also reached some other way, on which L2 runs without L1
-    exit_parts = _split_exit(one, skips_one)
+    exit_parts = _split_exit(one, skips_one, nest.tree)
     if exit_parts is None:
         return None
     chain_two, skips_two, guards_two = found
@@ -206,7 +207,7 @@ def adjacent_pair(first: Loop, nest: LoopNest) -> Pair | None:
     deciding_two = {guard for guard in guards_two if not _only_when_empty(guard, two.trip)}
     if deciding_one != deciding_two:
         return None  # one loop may run where the other does not
-    return Pair(one, two, skips_one, chain_two, skips_two, skips_both, *exit_parts, mirrored=mirrored)
+    return Pair(one, two, skips_one, chain_two, skips_two, skips_both, *exit_parts, mirrored=mirrored, tree=nest.tree)
 
 
 def _same_iterations(one: TripCount, two: TripCount) -> bool:
@@ -262,13 +263,13 @@ def chain_top(one: Candidate, skips_one: list[Block]) -> Block:
     return skips_one[-1] if skips_one else one.entering
 
 
-def _split_exit(one: Candidate, skips_one: list[Block]) -> tuple[list[Instruction], list[Instruction]] | None:
+def _split_exit(one: Candidate, skips_one: list[Block], tree: DominatorTree
+                ) -> tuple[list[Instruction], list[Instruction]] | None:
     """What E1 holds besides its branch, in two parts: allocs (of the arrays the next stage writes) and
     pure values that can run before L1, at the end of the chain's first block, which every path to E1
     runs through; and L1's exit phis, with what uses them or memory, which stay after L1 (loads, stores
     and pure values: no calls or checks). None if something fits neither."""
     top = chain_top(one, skips_one)
-    tree = DominatorTree(one.exit.function)  # type: ignore[arg-type]
     hoisted: list[Instruction] = []
     sunk: list[Instruction] = []
     for inst in one.exit.instructions[:-1]:
@@ -342,7 +343,7 @@ def fusible(pair: Pair) -> bool:
         return False
     if not _sinkable_past(pair, body_two):
         return False
-    tree = DominatorTree(header_two.function)  # type: ignore[arg-type]
+    tree = pair.tree or DominatorTree(header_two.function)  # type: ignore[arg-type]
     if not _hoistable(pair, body_one, tree) or not _skipped_values_agree(pair, tree):
         return False
     return _independent(one, two, body_one, body_two, shift=1 if pair.mirrored else 0)
