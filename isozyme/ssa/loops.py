@@ -71,6 +71,8 @@ class Loop:
         """Blocks outside the loop with a predecessor inside it, once each, in layout order."""
         targets = dict.fromkeys(succ for block in self.blocks for succ in block.successors
                                 if succ not in self._members)
+        if len(targets) < 2:  # most loops: no need to scan the function's layout
+            return list(targets)
         function = self.header.function
         layout = function.blocks if function is not None else list(targets)
         return [block for block in layout if block in targets]
@@ -120,6 +122,8 @@ class LoopNest:
         self.loops: list[Loop] = []
         """Every loop, in reverse post-order of headers: a loop comes before the loops nested in it."""
         self._innermost: dict[Block, Loop] = {}
+        self._layout = {block: index for index, block in enumerate(function.blocks)}
+        """Each block's position in the function's layout: loop bodies and latches are listed in that order."""
         for header, latches in self._latches_by_header().items():
             self._add_loop(self._natural_loop(header, latches))
 
@@ -128,9 +132,8 @@ class LoopNest:
         latches: dict[Block, list[Block]] = {}
         for latch, header in back_edges(self.tree):
             latches.setdefault(header, []).append(latch)
-        order = {block: index for index, block in enumerate(self.function.blocks)}
         position = {block: index for index, block in enumerate(self.tree.rpo)}
-        return {header: sorted(latches[header], key=order.__getitem__)
+        return {header: sorted(latches[header], key=self._layout.__getitem__)
                 for header in sorted(latches, key=position.__getitem__)}
 
     def _reachable_preds(self, block: Block) -> list[Block]:
@@ -146,7 +149,7 @@ class LoopNest:
                 continue
             body.add(block)
             worklist.extend(pred for pred in self._reachable_preds(block) if pred not in body)
-        ordered = [header, *(block for block in self.function.blocks if block in body and block is not header)]
+        ordered = [header, *sorted((block for block in body if block is not header), key=self._layout.__getitem__)]
         entering = [pred for pred in self._reachable_preds(header) if pred not in body]
         return Loop(header, latches, ordered, entering)
 

@@ -24,6 +24,10 @@ from isozyme.ssa.types import I1, I64, VOID, Type
 class Op(Enum):
     """An IR operation; the value is the mnemonic of the text form."""
 
+    # Members are singletons compared by identity: hash them so too. Enum's own `__hash__` is a Python
+    # function (hash of the name), and every pass looks ops up in `OP_INFO` and sets of ops.
+    __hash__ = object.__hash__
+
     # integers (i32, i64: two's complement, wrapping)
     IADD = "iadd"
     ISUB = "isub"
