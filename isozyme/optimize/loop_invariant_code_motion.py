@@ -35,7 +35,7 @@ from __future__ import annotations
 from isozyme.optimize.loop_canonicalization import make_preheader
 from isozyme.optimize.memory_effects import MemoryWrites, array_operands, call_effects, memory_writes
 from isozyme.ssa.dominators import DominatorTree
-from isozyme.ssa.ir import Function, Instruction
+from isozyme.ssa.ir import Block, Function, Instruction
 from isozyme.ssa.loops import Loop, LoopNest
 from isozyme.ssa.ops import OP_INFO, Op
 from isozyme.ssa.semantics import may_trap
@@ -89,12 +89,12 @@ def is_hoistable(inst: Instruction, facts: LoopFacts) -> bool:
     return not may_trap(inst) or facts.runs_whenever_the_preheader_does(inst)
 
 
-def _hoist_from(loop: Loop, tree: DominatorTree) -> tuple[int, bool]:
+def _hoist_from(loop: Loop, tree: DominatorTree, rpo_index: dict[Block, int]) -> tuple[int, bool]:
     """Move the hoistable instructions of `loop` to its preheader, made first if missing (only then: an empty
     preheader is what simplify-cfg removes). How many moved, and whether a preheader was made."""
     facts = LoopFacts(loop, tree)
     # Reverse post-order puts definitions before uses, so a chain of invariant instructions moves at once.
-    blocks = [block for block in tree.rpo if block in loop]
+    blocks = sorted(loop.blocks, key=rpo_index.__getitem__)  # each block's index in `tree.rpo`
     if not any(is_hoistable(inst, facts) for block in blocks for inst in block.instructions):
         return 0, False
     preheader = loop.preheader
@@ -115,10 +115,11 @@ def loop_invariant_code_motion(function: Function) -> bool:
     changed = False
     while True:
         nest = LoopNest(function)
+        rpo_index = {block: index for index, block in enumerate(nest.tree.rpo)}
         progress = False
         # nest.loops lists a loop before the loops nested in it: reversed, inner loops come first.
         for loop in reversed(nest.loops):
-            moved, made_preheader = _hoist_from(loop, nest.tree)
+            moved, made_preheader = _hoist_from(loop, nest.tree, rpo_index)
             progress |= bool(moved)
             if made_preheader:
                 break  # the nest no longer knows the new block: start a sweep on a fresh one
