@@ -311,11 +311,11 @@ def test_a_header_that_does_not_exit_always_enters_the_loop() -> None:
 
 
 @st.composite
-def random_cfgs(draw: st.DrawFn) -> Function:
-    """`@f(%c: i1)`: 2 to 8 blocks with random edges (none into the entry), each joined block with a phi
-    whose value from a predecessor is that predecessor's own phi (or a constant), so edge splits must
+def random_cfgs(draw: st.DrawFn, max_size: int = 8) -> Function:
+    """`@f(%c: i1)`: 2 to `max_size` blocks with random edges (none into the entry), each joined block with
+    a phi whose value from a predecessor is that predecessor's own phi (or a constant), so edge splits must
     carry real values."""
-    size = draw(st.integers(2, 8))
+    size = draw(st.integers(2, max_size))
     targets = [draw(st.lists(st.integers(1, size - 1), max_size=2, unique=True)) for _ in range(size)]
     function = make_function("f", [("c", I1)])
     blocks = [function.add_block(f"b{index}") for index in range(size)]
@@ -354,6 +354,58 @@ def test_loop_canon_makes_every_loop_canonical_and_is_idempotent(function: Funct
     printed = print_function(function)
     assert loop_canonicalization(function) is False
     assert print_function(function) == printed
+
+
+@settings(max_examples=150, deadline=None)
+@given(random_cfgs(max_size=24))
+def test_loop_canon_on_larger_cfgs_where_one_round_fixes_several_loops(function: Function) -> None:
+    # A round goes on past a change with the loops the change cannot have reached (`_fix_until_stable`):
+    # with many loops, some of them nested, siblings and neighbours are fixed on a stale nest
+    loop_canonicalization(function)
+    verify(function)
+    assert_canonical_structure(function)
+    printed = print_function(function)
+    assert loop_canonicalization(function) is False
+    assert print_function(function) == printed
+
+
+def loop_chain(count: int) -> Function:
+    """`count` loops one after the other, each header's exit the next header: every loop after the first
+    lacks a preheader and a dedicated exit."""
+    function = make_function("chain", [("c", I1)])
+    entry = function.add_block("entry")
+    headers = [function.add_block(f"h{index}") for index in range(count)]
+    bodies = [function.add_block(f"b{index}") for index in range(count)]
+    done = function.add_block("done")
+    Builder(entry).br(headers[0])
+    for index, (header, body) in enumerate(zip(headers, bodies)):
+        after = headers[index + 1] if index + 1 < count else done
+        Builder(header).cbr(function.args[0], body, after)
+        Builder(body).br(header)
+    Builder(done).ret()
+    verify(function)
+    return function
+
+
+def test_loop_canon_fixes_a_chain_of_loops_in_a_few_rounds_not_one_round_per_fix(monkeypatch) -> None:
+    import isozyme.optimize.loop_canonicalization as canon
+
+    nests = []
+
+    class CountedNest(LoopNest):
+        def __init__(self, function: Function) -> None:
+            super().__init__(function)
+            nests.append(self)
+
+    monkeypatch.setattr(canon, "LoopNest", CountedNest)
+    function = loop_chain(40)
+    assert canon.canonicalize_loop_structure(function) is True
+    verify(function)
+    assert_canonical_structure(function)
+    # 39 fixes (each exit split, which also gives the next loop its preheader): one nest per fix took 40
+    # nests; now a round fixes every other loop or so
+    assert len(function.blocks) == 2 + 2 * 40 + 39
+    assert len(nests) <= 5, len(nests)
 
 
 # --- licm details -----------------------------------------------------------------------------------------------

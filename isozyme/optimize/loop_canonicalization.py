@@ -126,15 +126,17 @@ def _dedicate_exits(loop: Loop, nest: LoopNest) -> bool:
     return changed
 
 
-def _fix_until_stable(function: Function, fixes: Iterable[LoopFix]) -> bool:
+def _fix_until_stable(function: Function, fixes: Iterable[LoopFix], dominance: bool = False) -> bool:
     """Apply `fixes` to the loops of fresh loop nests until none changes anything.
 
     A round goes on past a change, with the loops the change cannot have reached. A fix of loop A edits
     only edges between A's blocks, its entering blocks and its exit blocks (its `_neighbourhood`), and
-    places new blocks on those edges only; splitting an edge keeps every dominance relation between the old
-    blocks. So a loop none of whose blocks, entering blocks, exit blocks or dominators is in a changed
-    loop's neighbourhood sees in the round's nest and dominator tree what fresh ones would show it; the
-    others wait for the next round. One round per change instead cost the transformer's gradient 2,700
+    places new blocks on those edges only. So a loop none of whose blocks, entering blocks or exit blocks
+    is in a changed loop's neighbourhood sees in the round's nest what a fresh one would show it; the
+    others wait for the next round. Fixes that read the dominator tree beyond that (`dominance`: the
+    branch conditions known on entry, which `_guard_loop` asks for) also wait when one of the loop
+    header's dominators is in a changed neighbourhood: a guard adds an edge, and the exit block it enters
+    gets another immediate dominator. One round per change instead cost the transformer's gradient 2,700
     rounds over functions of about 700 blocks: two thirds of its compile time."""
     fixes = tuple(fixes)
     changed = False
@@ -143,7 +145,7 @@ def _fix_until_stable(function: Function, fixes: Iterable[LoopFix]) -> bool:
         nest = LoopNest(function)
         touched: set[Block] = set()
         for loop in nest:
-            if touched and _reaches(loop, nest, touched):
+            if touched and _reaches(loop, nest, touched, dominance):
                 continue
             neighbourhood = _neighbourhood(loop)  # before the fix moves its edges
             if any(fix(loop, nest) for fix in fixes):
@@ -159,15 +161,16 @@ def _neighbourhood(loop: Loop) -> set[Block]:
     return {*loop.blocks, *loop.entering_blocks, *loop.exit_blocks}
 
 
-def _reaches(loop: Loop, nest: LoopNest, touched: set[Block]) -> bool:
+def _reaches(loop: Loop, nest: LoopNest, touched: set[Block], dominance: bool) -> bool:
     """Does what the fixes read about `loop` involve a block of `touched`: one of its blocks, entering or
-    exit blocks (edges, phis, predecessors), or a dominator of its header (the branch conditions known on
-    entry, `loop_runs_at_least_once`)? Its exit blocks are read after its blocks, whose successors are then
-    as the nest saw them."""
+    exit blocks (edges, phis, predecessors), or with `dominance` a dominator of its header? Its exit blocks
+    are read after its blocks, whose successors are then as the nest saw them."""
     if any(block in touched for block in loop.blocks) or any(block in touched for block in loop.entering_blocks):
         return True
     if any(block in touched for block in loop.exit_blocks):
         return True
+    if not dominance:
+        return False
     block: Block | None = loop.header
     while block is not None:
         if block in touched:
@@ -335,5 +338,5 @@ def loop_canonicalization(function: Function) -> bool:
     """Put every loop of `function` in canonical form (module docstring); True if anything changed."""
     changed = canonicalize_loop_structure(function)
     changed |= _fix_until_stable(function, [_rewrite_induction_variable])
-    changed |= _fix_until_stable(function, [_guard_loop])
+    changed |= _fix_until_stable(function, [_guard_loop], dominance=True)
     return changed
