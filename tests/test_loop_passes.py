@@ -345,15 +345,19 @@ def assert_canonical_structure(function: Function) -> None:
             assert all(pred in loop for pred in preds[exit_block]), (loop, exit_block)
 
 
-@settings(max_examples=150, deadline=None)
-@given(random_cfgs())
-def test_loop_canon_makes_every_loop_canonical_and_is_idempotent(function: Function) -> None:
+def assert_loop_canon_makes_canonical_and_is_idempotent(function: Function) -> None:
     loop_canonicalization(function)
     verify(function)
     assert_canonical_structure(function)
     printed = print_function(function)
     assert loop_canonicalization(function) is False
     assert print_function(function) == printed
+
+
+@settings(max_examples=150, deadline=None)
+@given(random_cfgs())
+def test_loop_canon_makes_every_loop_canonical_and_is_idempotent(function: Function) -> None:
+    assert_loop_canon_makes_canonical_and_is_idempotent(function)
 
 
 @settings(max_examples=150, deadline=None)
@@ -361,12 +365,7 @@ def test_loop_canon_makes_every_loop_canonical_and_is_idempotent(function: Funct
 def test_loop_canon_on_larger_cfgs_where_one_round_fixes_several_loops(function: Function) -> None:
     # A round goes on past a change with the loops the change cannot have reached (`_fix_until_stable`):
     # with many loops, some of them nested, siblings and neighbours are fixed on a stale nest
-    loop_canonicalization(function)
-    verify(function)
-    assert_canonical_structure(function)
-    printed = print_function(function)
-    assert loop_canonicalization(function) is False
-    assert print_function(function) == printed
+    assert_loop_canon_makes_canonical_and_is_idempotent(function)
 
 
 def loop_chain(count: int) -> Function:
