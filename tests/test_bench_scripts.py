@@ -393,6 +393,26 @@ def test_ba_gpu_runs_and_fails_on_a_wrong_gradient(tmp_path: Path, monkeypatch: 
     assert not checks["isozyme parallel"]["passed"] and not checks["isozyme serial"]["passed"]
 
 
+# --- lstm_gpu.py ------------------------------------------------------------------------------------------------
+
+@needs_opencl
+def test_lstm_gpu_runs_and_fails_on_a_wrong_gradient(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import lstm_gpu
+
+    output = tmp_path / "lstm_gpu.json"
+    tiny = ["--sizes", "l2c6b3,l1c5", "--peers", "", "--repeats", "2", "--json", str(output)]
+    assert lstm_gpu.main(tiny) == 0
+    rows = json.loads(output.read_text())["rows"]
+    assert [(row["l"], row["c"], row["b"]) for row in rows] == [(2, 6, 3), (1, 5, 14)]
+    assert all(set(row["ms"]) == {"isozyme"} and row["checks"]["isozyme"]["calls"] == 3 for row in rows)
+    with pytest.raises(SystemExit):
+        lstm_gpu.main(["--sizes", "2x6"])
+    monkeypatch.setattr(lstm_gpu, "isozyme_variant", wrong_in_the_second_call(lstm_gpu.isozyme_variant,
+                                                                              "d_extra_params"))
+    assert lstm_gpu.main(tiny) == 1
+    assert not json.loads(output.read_text())["rows"][0]["checks"]["isozyme"]["passed"]
+
+
 # --- mlp_gpu.py -------------------------------------------------------------------------------------------------
 
 @needs_opencl
