@@ -5,11 +5,12 @@ needs NVIDIA's OpenCL, where launches are chained by default: the GPU conformanc
 from __future__ import annotations
 
 import re
+import time
 from types import SimpleNamespace
 
 import pytest
 
-from isozyme.runtime.opencl_registers import hold_registers, ptxas_registers, with_maxnreg
+from isozyme.runtime.opencl_registers import build_chained, ptxas_registers, with_maxnreg
 
 # an excerpt of ptxas's log for the gradient of benchmarks/gmm_gpu_kernels.gmm_pairs_qmu (H200, -cl-nv-verbose)
 LOG = """\
@@ -82,8 +83,9 @@ def test_with_maxnreg_limits_the_named_entries_before_their_bodies():
 
 
 class FakeProgram:
-    """pyopencl's `Program`, as far as `hold_registers` uses it: built from source or from binaries; the log
-    is the class's `log`, as a build that ptxas ran gives it with `-cl-nv-verbose`."""
+    """pyopencl's `Program`, as far as `build_chained` uses it: built from source or from binaries; the log
+    is the class's `log`, as a build that ptxas ran gives it with `-cl-nv-verbose`. `built` lists the
+    builds in the order they ended (the probe's, in its thread, may end before the chained build's)."""
 
     built: list[FakeProgram] = []
     log = LOG
@@ -122,32 +124,71 @@ def cache_dir(tmp_path, monkeypatch):
     return tmp_path / "cache"
 
 
-def test_hold_registers_rebuilds_the_chained_program_from_limited_ptx(cache_dir):
+def builds(source: str) -> list[FakeProgram]:
+    """The builds so far from `source` (the probes' sources have `source` and then a kernel of their own)."""
+    return [program for program in FakeProgram.built if program.source == source]
+
+
+def probes() -> list[FakeProgram]:
+    return [program for program in FakeProgram.built if program.source and "iz_registers_" in program.source]
+
+
+def test_build_chained_builds_then_rebuilds_the_program_from_limited_ptx(cache_dir):
     cl = fake_pyopencl()
-    chained = cl.Program(WHERE.context, "source").build("-cl-fp32-correctly-rounded-divide-sqrt -D IZ_CHAIN -D X")
-    held = hold_registers(cl, WHERE, "source", chained.options, chained)
-    probe, rebuilt = FakeProgram.built[1:]
+    options = "-cl-fp32-correctly-rounded-divide-sqrt -D IZ_CHAIN -D X"
+    held = build_chained(cl, WHERE, "source", options)
+    assert len(FakeProgram.built) == 3 and FakeProgram.built[-1] is held  # the rebuild waits for both builds
+    [chained], [probe] = builds("source"), probes()
+    assert chained.options == options
     # not a build the driver's cache answers: its PTX has a kernel no other build has
     assert re.fullmatch(r"source\n__kernel void iz_registers_[0-9a-f]{16}\(void\) \{\}.*\n", probe.source)
     assert probe.options == "-cl-fp32-correctly-rounded-divide-sqrt -D X -cl-nv-verbose"
-    assert held is rebuilt and rebuilt.source is None
-    ptx = rebuilt.binaries[0].decode()
+    assert held.source is None
+    ptx = held.binaries[0].decode()
     assert ".maxnreg 64" in ptx and ".maxnreg 40" in ptx and ptx.count(".maxnreg") == 2  # loop kernels only
+
+
+def test_the_probe_builds_beside_the_chained_build(cache_dir):
+    """The probe runs in its own thread: a chained build that takes its time has the probe's build end
+    first (with the two in turn, the chained build would always end first)."""
+    cl = fake_pyopencl()
+    build = cl.Program.build
+
+    def slow_chained_build(self, options: str = "") -> FakeProgram:
+        if self.source == "source":
+            deadline = time.monotonic() + 5.0
+            while not probes() and time.monotonic() < deadline:
+                time.sleep(0.01)
+        return build(self, options)
+    cl.Program.build = slow_chained_build
+    build_chained(cl, WHERE, "source", "-D IZ_CHAIN")
+    assert FakeProgram.built[0] is probes()[0] and FakeProgram.built[1] is builds("source")[0]
+
+
+def test_a_failed_chained_build_raises_after_the_probe_ends(cache_dir):
+    cl = fake_pyopencl()
+
+    def failing(self, options: str = "") -> FakeProgram:
+        if self.source == "source":
+            raise RuntimeError("clBuildProgram failed")
+        return FakeProgram.build(self, options)
+    cl.Program.build = failing
+    with pytest.raises(RuntimeError, match="clBuildProgram failed"):
+        build_chained(cl, WHERE, "source", "-D IZ_CHAIN")
+    assert len(probes()) == 1
 
 
 def test_the_counts_are_built_once_and_then_read_from_the_disk_cache(cache_dir):
     """A later process finds the counts in the disk cache and builds no probe, even when the driver would
     answer every build from its own cache (no ptxas, so no registers in the log)."""
     cl = fake_pyopencl()
-    chained = cl.Program(WHERE.context, "source").build("-D IZ_CHAIN")
-    hold_registers(cl, WHERE, "source", chained.options, chained)
+    build_chained(cl, WHERE, "source", "-D IZ_CHAIN")
     assert len(FakeProgram.built) == 3  # chained, probe, rebuilt
     cl = fake_pyopencl(log="")
-    chained = cl.Program(WHERE.context, "source").build("-D IZ_CHAIN")
-    held = hold_registers(cl, WHERE, "source", chained.options, chained)
-    assert FakeProgram.built == [chained, held] and ".maxnreg 64" in held.binaries[0].decode()
-    other = cl.Program(WHERE.context, "other source").build("-D IZ_CHAIN")  # another key: a probe, no log
-    assert hold_registers(cl, WHERE, "other source", other.options, other) is other
+    held = build_chained(cl, WHERE, "source", "-D IZ_CHAIN")
+    assert FakeProgram.built == [builds("source")[0], held] and ".maxnreg 64" in held.binaries[0].decode()
+    other = build_chained(cl, WHERE, "other source", "-D IZ_CHAIN")  # another key: a probe, no log
+    assert other is builds("other source")[0] and len(probes()) == 1
 
 
 def test_without_the_disk_cache_each_probe_is_a_source_the_driver_has_not_seen(monkeypatch):
@@ -155,14 +196,13 @@ def test_without_the_disk_cache_each_probe_is_a_source_the_driver_has_not_seen(m
     sources = []
     for _ in range(2):
         cl = fake_pyopencl()
-        chained = cl.Program(WHERE.context, "source").build("-D IZ_CHAIN")
-        hold_registers(cl, WHERE, "source", chained.options, chained)
-        sources.append(re.search(r"iz_registers_\w+", FakeProgram.built[1].source).group(0))
+        build_chained(cl, WHERE, "source", "-D IZ_CHAIN")
+        sources.append(re.search(r"iz_registers_\w+", probes()[0].source).group(0))
     assert sources[0] != sources[1]
 
 
-def test_hold_registers_keeps_the_program_when_the_log_names_no_loop_kernel(cache_dir):
+def test_build_chained_keeps_the_program_when_the_log_names_no_loop_kernel(cache_dir):
     cl = fake_pyopencl(log="ptxas info    : Used 127 registers, used 0 barriers\n")
-    chained = cl.Program(WHERE.context, "source").build("-D IZ_CHAIN")
-    assert hold_registers(cl, WHERE, "source", chained.options, chained) is chained
+    assert build_chained(cl, WHERE, "source", "-D IZ_CHAIN") is builds("source")[0]
+    assert len(FakeProgram.built) == 2  # the chained build and the probe: nothing to build again
     assert not list(cache_dir.glob("*.izc"))  # nothing to keep

@@ -31,7 +31,7 @@ from isozyme.optimize.memory_reuse import place_module_in_arena
 from isozyme.runtime import disk_cache, host_identity
 from isozyme.runtime.disk_cache import sha256
 from isozyme.runtime.opencl_device import Device, OpenCLUnavailable, chained, device, import_pyopencl
-from isozyme.runtime.opencl_registers import hold_registers
+from isozyme.runtime.opencl_registers import build_chained
 from isozyme.runtime.opencl_runner import Runner
 from isozyme.ssa.ir import Function, Module
 from isozyme.ssa.printer import print_module
@@ -45,17 +45,17 @@ _PROGRAMS: dict[tuple[str, str, str], Any] = {}
 
 def build(source: str, where: Device) -> Any:
     """The program built from `source` for `where`, cached per source and device; a chained build's loop
-    kernels held at the registers of an unchained build (`opencl_registers.hold_registers`)."""
+    kernels held at the registers of an unchained build (`opencl_registers.build_chained`)."""
     options = build_options(where)
     key = (source, where.name, options)
     if key not in _PROGRAMS:
         cl = import_pyopencl()
         with warnings.catch_warnings():  # drivers' notes on generated code (PYOPENCL_COMPILER_OUTPUT=1 shows them)
             warnings.simplefilter("ignore", cl.CompilerWarning)
-            program = cl.Program(where.context, source).build(options=options)
-        if chained(where):
-            program = hold_registers(cl, where, source, options, program)
-        _PROGRAMS[key] = program
+            if chained(where):
+                _PROGRAMS[key] = build_chained(cl, where, source, options)
+            else:
+                _PROGRAMS[key] = cl.Program(where.context, source).build(options=options)
     return _PROGRAMS[key]
 
 

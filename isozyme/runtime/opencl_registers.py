@@ -1,6 +1,6 @@
 """Chained launches on NVIDIA's OpenCL at the registers of unchained ones: `.maxnreg` through the program's PTX.
 
-    program = hold_registers(cl, where, source, options, program)   # the chained build, when `chained(where)`
+    program = build_chained(cl, where, source, options)   # when `chained(where)`, CompilerWarnings ignored
 
 A chained build (`opencl_device.chained`) puts code after each loop kernel's grid-stride loop: the fence,
 the ticket and the call of the serial kernel's continuation (`codegen/opencl_loop_kernels.py`). ptxas then
@@ -27,14 +27,20 @@ hold is worth there (d=64, each process with the driver's cache off, so that eve
 continuations of a build since reverted): 1.80 ms a call held, 2.12 unheld, 1.73 unchained. The counts are
 then kept in isozyme's disk cache (`disk_cache.py`), by device, driver, options and source, so that build is
 made once. The cost: two more builds by the driver on a chained program's first build in a process (that
-one, where the disk cache has no counts, and the one from PTX), chained builds only. Where the log names no
-loop kernel's registers, or the PTX no entry (another driver's output), the program stays as built."""
+one, where the disk cache has no counts, and the one from PTX), chained builds only. The probe needs
+nothing from the chained build, so it runs in a second thread beside it (pyopencl's `build` releases the
+GIL while the driver compiles): the build from PTX waits for both. Where the log names no loop kernel's
+registers, or the PTX no entry (another driver's output), the program stays as built.
+
+The functions here build without catching the drivers' `CompilerWarning`s (notes on generated code):
+their caller does (`opencl_backend.build`), around the threads' builds too, as `warnings.catch_warnings`
+is not safe to enter from two threads at once."""
 
 from __future__ import annotations
 
 import os
 import re
-import warnings
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from isozyme.codegen.opencl_control import CHAIN_MACRO
@@ -94,21 +100,25 @@ def unchained_registers(cl: Any, where: Device, source: str, options: str) -> di
         except (KeyError, AttributeError, TypeError, ValueError) as error:
             disk_cache.event("corrupt", f"{what} ({error}); building again")
     probe = f"{source}\n__kernel void iz_registers_{os.urandom(8).hex()}(void) {{}}  // a PTX no build had\n"
-    with warnings.catch_warnings():  # the drivers' notes on generated code
-        warnings.simplefilter("ignore", cl.CompilerWarning)
-        log = cl.Program(where.context, probe).build(options=unchained).get_build_info(
-            device, cl.program_build_info.LOG)
+    log = cl.Program(where.context, probe).build(options=unchained).get_build_info(device, cl.program_build_info.LOG)
     registers = {name: count for name, count in ptxas_registers(log).items() if LOOP_KERNEL.fullmatch(name)}
     if registers:
         disk_cache.store(key, {"registers": registers}, b"", what)
     return registers
 
 
-def hold_registers(cl: Any, where: Device, source: str, options: str, program: Any) -> Any:
-    """`program`, the chained build of `source` with `options`, built again from its PTX with each loop
-    kernel held at its registers in an unchained build (module docstring); `program` itself where the
-    driver's outputs give nothing to go on."""
-    registers = unchained_registers(cl, where, source, options)
+def build_chained(cl: Any, where: Device, source: str, options: str) -> Any:
+    """The chained build of `source` with `options`, its loop kernels held at the registers of an unchained
+    build (`hold_registers`), whose probe (`unchained_registers`) runs in a second thread beside it."""
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="isozyme-registers") as pool:
+        registers = pool.submit(unchained_registers, cl, where, source, options)
+        program = cl.Program(where.context, source).build(options=options)
+        return hold_registers(cl, where, program, registers.result())
+
+
+def hold_registers(cl: Any, where: Device, program: Any, registers: dict[str, int]) -> Any:
+    """`program`, a chained build, built again from its PTX with each loop kernel named in `registers` held
+    at that count (module docstring); `program` itself where the driver's outputs give nothing to go on."""
     try:
         ptx = program.get_info(cl.program_info.BINARIES)[0].decode()
     except UnicodeDecodeError:  # not PTX text
@@ -116,6 +126,4 @@ def hold_registers(cl: Any, where: Device, source: str, options: str, program: A
     held, count = with_maxnreg(ptx, registers)
     if not count:
         return program
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", cl.CompilerWarning)
-        return cl.Program(where.context, [where.context.devices[0]], [held.encode()]).build()
+    return cl.Program(where.context, [where.context.devices[0]], [held.encode()]).build()
