@@ -95,12 +95,12 @@ class Pair:
     sunk: list[Instruction]
     """What E1 holds that stays after L1, and so runs after L2 once fused (L1's exit phis, and an
     epilogue using them: a bias gradient `d_b[j] += ...` after the loop over the batch)."""
+    tree: DominatorTree
+    """The dominator tree of the loop nest the pair was found in (the function as it is until it fuses):
+    `fusible` reads dominance and predecessors there instead of computing them again."""
     mirrored: bool = False
     """L1 counts up and L2 down through the same values, both parallel: L2's counter becomes L1's plus one
     (module docstring, "iterations")."""
-    tree: DominatorTree | None = None
-    """The dominator tree of the loop nest the pair was found in (the function as it is until it fuses):
-    `fusible` reads dominance and predecessors there instead of computing them again."""
 
 
 def counted_loop(loop: Loop) -> Candidate | None:
@@ -328,7 +328,6 @@ def body_entry(candidate: Candidate) -> Block | None:
 
 def fusible(pair: Pair) -> bool:
     one, two = pair.one, pair.two
-    header_two = two.loop.header
     for inst in header_computations(two):  # they move to L2's body
         if not inst.info.pure or any(use.user.block not in two.loop for use in inst.uses):
             return False
@@ -343,8 +342,7 @@ def fusible(pair: Pair) -> bool:
         return False
     if not _sinkable_past(pair, body_two):
         return False
-    tree = pair.tree or DominatorTree(header_two.function)  # type: ignore[arg-type]
-    if not _hoistable(pair, body_one, tree) or not _skipped_values_agree(pair, tree):
+    if not _hoistable(pair, body_one, pair.tree) or not _skipped_values_agree(pair, pair.tree):
         return False
     return _independent(one, two, body_one, body_two, shift=1 if pair.mirrored else 0)
 
