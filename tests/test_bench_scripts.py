@@ -57,6 +57,14 @@ def wrong_in_the_second_call(make_variant: Callable[..., tuple], key: str) -> Ca
     return made
 
 
+def assert_warm_first_calls(row: dict, names: set[str]) -> None:
+    """A GPU script's row has, for each isozyme variant, the first call of a new process with the disk cache
+    that run filled: a measured time, which a process that failed would have left None."""
+    warm = {name.removesuffix(", warm disk cache"): seconds for name, seconds in row["first_call_s"].items()
+            if name.endswith(", warm disk cache")}
+    assert set(warm) == names and all(isinstance(seconds, float) and seconds > 0 for seconds in warm.values())
+
+
 # --- opencl_gpu.py -------------------------------------------------------------------------------------------
 
 @needs_opencl
@@ -387,6 +395,7 @@ def test_ba_gpu_runs_and_fails_on_a_wrong_gradient(tmp_path: Path, monkeypatch: 
     report = json.loads(output.read_text())
     assert report["passed"] is True and set(report["rows"][0]["ms"]) == {"isozyme parallel", "isozyme serial"}
     assert all(check["calls"] == 3 for check in report["rows"][0]["checks"].values())
+    assert_warm_first_calls(report["rows"][0], {"isozyme parallel", "isozyme serial"})
     monkeypatch.setattr(ba_gpu, "isozyme_variant", wrong_in_the_second_call(ba_gpu.isozyme_variant, "d_cams"))
     assert ba_gpu.main(tiny) == 1
     checks = json.loads(output.read_text())["rows"][0]["checks"]
@@ -405,6 +414,8 @@ def test_lstm_gpu_runs_and_fails_on_a_wrong_gradient(tmp_path: Path, monkeypatch
     rows = json.loads(output.read_text())["rows"]
     assert [(row["l"], row["c"], row["b"]) for row in rows] == [(2, 6, 3), (1, 5, 14)]
     assert all(set(row["ms"]) == {"isozyme"} and row["checks"]["isozyme"]["calls"] == 3 for row in rows)
+    for row in rows:
+        assert_warm_first_calls(row, {"isozyme"})
     with pytest.raises(SystemExit):
         lstm_gpu.main(["--sizes", "2x6"])
     monkeypatch.setattr(lstm_gpu, "isozyme_variant", wrong_in_the_second_call(lstm_gpu.isozyme_variant,
@@ -425,6 +436,7 @@ def test_mlp_gpu_runs_and_fails_on_a_wrong_gradient(tmp_path: Path, monkeypatch:
     report = json.loads(output.read_text())
     assert report["passed"] is True and set(report["rows"][0]["ms"]) == {"isozyme", "isozyme pairs"}
     assert all(check["calls"] == 3 for check in report["rows"][0]["checks"].values())
+    assert_warm_first_calls(report["rows"][0], {"isozyme", "isozyme pairs"})
     monkeypatch.setattr(mlp_gpu, "isozyme_variant", wrong_in_the_second_call(mlp_gpu.isozyme_variant, "d_W2"))
     assert mlp_gpu.main(tiny) == 1
     checks = json.loads(output.read_text())["rows"][0]["checks"]
