@@ -17,6 +17,12 @@ import numpy as np
 from isozyme.ssa.ops import OP_INFO, Op, OpInfo
 from isozyme.ssa.types import VOID, ScalarType, Type
 
+_TERMINATORS = frozenset(op for op, info in OP_INFO.items() if info.terminator)
+"""The ops that end a block: `Block.terminator` and `Block.successors` test the last instruction against it.
+Passes ask for successors more than for anything else: through the property chain `instructions`,
+`is_terminator` and `OP_INFO`, the two took 9% and 8% (one inside the other) of the first compile of the
+transformer example's gradient."""
+
 
 class IRError(Exception):
     """A misuse of the IR mutation API (erasing a used value, replacing with a value of another type)."""
@@ -380,15 +386,21 @@ class Block:
     @property
     def terminator(self) -> Instruction | None:
         """The last instruction if it is a terminator, else None (while the block is being built)."""
-        instructions = self.instructions
-        if instructions and instructions[-1].is_terminator:
+        if self._detached:
+            self._compact()
+        instructions = self._instructions
+        if instructions and instructions[-1].op in _TERMINATORS:
             return instructions[-1]
         return None
 
     @property
     def successors(self) -> tuple[Block, ...]:
-        terminator = self.terminator
-        return terminator.successors if terminator is not None else ()
+        if self._detached:
+            self._compact()
+        instructions = self._instructions
+        if instructions and instructions[-1].op in _TERMINATORS:
+            return instructions[-1].successors
+        return ()
 
     def first_non_phi_index(self) -> int:
         return len(self.phis)

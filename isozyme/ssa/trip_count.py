@@ -34,7 +34,7 @@ puts in front of a loop that may run zero times.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from isozyme.ssa.builder import Builder
@@ -481,19 +481,24 @@ def _with_consequences(fact: tuple[Key, bool]) -> list[tuple[Key, bool]]:
 def dominating_conditions(block: Block, tree: DominatorTree, successor: Block | None = None
                            ) -> list[tuple[Value, bool]]:
     """Branch conditions known in `block` (on its edge to `successor`, when given): (condition, value) for
-    the edge itself and for every block on `block`'s dominator chain entered only by one edge of a `cbr`."""
-    facts = []
+    the edge itself and for every block on `block`'s dominator chain entered only by one edge of a `cbr`,
+    nearest first."""
+    return list(_dominating_conditions(block, tree, successor))
+
+
+def _dominating_conditions(block: Block, tree: DominatorTree, successor: Block | None = None
+                           ) -> Iterator[tuple[Value, bool]]:
+    """`dominating_conditions`, one at a time (the walk up the dominator chain stops when the caller does)."""
     terminator = block.terminator
     if successor is not None and terminator is not None and terminator.op is Op.CBR:
-        facts.append((terminator.operands[0], terminator.successors[0] is successor))
+        yield terminator.operands[0], terminator.successors[0] is successor
     current: Block | None = block
     while current is not None:
         preds = [pred for pred in tree.preds[current] if tree.is_reachable(pred)]
         terminator = preds[0].terminator if len(preds) == 1 else None
         if terminator is not None and terminator.op is Op.CBR:
-            facts.append((terminator.operands[0], terminator.successors[0] is current))
+            yield terminator.operands[0], terminator.successors[0] is current
         current = tree.idom.get(current)
-    return facts
 
 
 def loop_entry_test_value(loop: Loop) -> bool | None:
@@ -522,7 +527,8 @@ def loop_runs_at_least_once(loop: Loop, tree: DominatorTree) -> bool:
     if constant is not None:
         return bool(constant) == test.stays_when
     wanted = _fact(wanted_key, test.stays_when)
-    known = [fact for condition, truth in dominating_conditions(entering, tree, loop.header)
-             if (key := keys.key(condition)) is not None for fact in _with_consequences(_fact(key, truth))]
-    return wanted in known
+    # nearest first: a guard (loop-canon's) is the condition on the entering block's own edge
+    return any(wanted in _with_consequences(_fact(key, truth))
+               for condition, truth in _dominating_conditions(entering, tree, loop.header)
+               if (key := keys.key(condition)) is not None)
 
