@@ -388,3 +388,35 @@ def test_importing_isozyme_does_not_load_llvmlite() -> None:
     code = "import sys, isozyme; print('llvmlite' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.stdout.strip() == "False", result.stderr
+
+
+def arrays_on_both_branches(y: Array[f64, 2], x: Array[f64, 2]):
+    for i in iz.prange(x.shape[0]):
+        n = x.shape[1]
+        a = iz.empty(n, f64)
+        for j in range(n):
+            a[j] = x[i, j] * 2.0
+        if x[i, 0] > 0.0:
+            b = iz.empty(n, f64)
+            for j in range(n):
+                b[j] = a[j] + 1.0
+            for j in range(n):
+                y[i, j] = b[j]
+        else:
+            c = iz.empty(n, f64)
+            for j in range(n):
+                c[j] = a[j] - 1.0
+            d = iz.empty(n, f64)
+            for j in range(n):
+                d[j] = c[j] * c[j]
+            for j in range(n):
+                y[i, j] = d[j]
+
+
+def test_the_llvm_ir_of_a_kernel_is_the_same_at_every_compile() -> None:
+    """Eight fresh compiles of one source give one LLVM IR. A parallel loop's worker once declared the slots
+    of its local arrays in the order of a set of blocks (by address): four different texts in eight."""
+    texts = {iz.show_ir(iz.kernel(arrays_on_both_branches), "llvm") for _ in range(8)}
+    assert len(texts) == 1
+    text = texts.pop()
+    assert all(f'%"{name}.block" = alloca' in text for name in "abcd")  # the four slots this test is about

@@ -68,7 +68,8 @@ class WorkerEmitter(FunctionEmitter):
             self.accumulators[inst] = (total, ran)
         for array in loop.scratch:
             self._private_copy(array)
-        for inst in (i for block in blocks for i in block.instructions):
+        in_layout = [block for block in self.function.blocks if block in blocks]  # not set order: the same IR each time
+        for inst in (i for block in in_layout for i in block.instructions):
             if inst.op is Op.ALLOC and inst.uses:
                 self.reused[inst] = b.alloca(POINTER, name=f"{inst.name or 'array'}.block")
                 b.store(ir.Constant(POINTER, None), self.reused[inst])
