@@ -479,16 +479,10 @@ def _with_consequences(fact: tuple[Key, bool]) -> list[tuple[Key, bool]]:
 
 
 def dominating_conditions(block: Block, tree: DominatorTree, successor: Block | None = None
-                           ) -> list[tuple[Value, bool]]:
+                          ) -> Iterator[tuple[Value, bool]]:
     """Branch conditions known in `block` (on its edge to `successor`, when given): (condition, value) for
     the edge itself and for every block on `block`'s dominator chain entered only by one edge of a `cbr`,
-    nearest first."""
-    return list(_dominating_conditions(block, tree, successor))
-
-
-def _dominating_conditions(block: Block, tree: DominatorTree, successor: Block | None = None
-                           ) -> Iterator[tuple[Value, bool]]:
-    """`dominating_conditions`, one at a time (the walk up the dominator chain stops when the caller does)."""
+    nearest first, one at a time (the walk up the chain stops when the caller does)."""
     terminator = block.terminator
     if successor is not None and terminator is not None and terminator.op is Op.CBR:
         yield terminator.operands[0], terminator.successors[0] is successor
@@ -529,6 +523,6 @@ def loop_runs_at_least_once(loop: Loop, tree: DominatorTree) -> bool:
     wanted = _fact(wanted_key, test.stays_when)
     # nearest first: a guard (loop-canon's) is the condition on the entering block's own edge
     return any(wanted in _with_consequences(_fact(key, truth))
-               for condition, truth in _dominating_conditions(entering, tree, loop.header)
+               for condition, truth in dominating_conditions(entering, tree, loop.header)
                if (key := keys.key(condition)) is not None)
 
