@@ -301,7 +301,8 @@ def measure_sizes(options: argparse.Namespace, measure_one: Callable[[str, list[
     if options.first_call:
         print(first_call(*options.first_call))
         return 0
-    os.environ.setdefault("ISOZYME_CACHE_DIR", tempfile.mkdtemp(prefix=f"isozyme-{Path(script).stem}-"))
+    if "ISOZYME_CACHE_DIR" not in os.environ:
+        os.environ["ISOZYME_CACHE_DIR"] = tempfile.mkdtemp(prefix=f"isozyme-{Path(script).stem}-")
     peers = [peer for peer in options.peers.split(",") if peer]
     rows, checks = [], []
     for text in options.sizes.split(","):
@@ -329,10 +330,7 @@ def first_call_seconds(n: int, d: int, K: int, precision: str, variant: str) -> 
     args, _ = problem(min(n, 64), d, K)
     kernel = kernel_of(variant, precision)
     call, _ = isozyme_variant(kernel, args, DTYPES[precision])
-    call.setup()  # type: ignore[attr-defined]
-    start = time.perf_counter()
-    call()
-    return time.perf_counter() - start
+    return first_call_of(call)
 
 
 def kernel_of(variant: str, precision: str) -> iz.Kernel:
