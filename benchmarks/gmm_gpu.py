@@ -8,7 +8,7 @@
 ADBench's GMM objective (`examples/gmm.py`), the gradient with respect to alphas, means and icf, at n x d x K.
 Rows, per size and precision (f32 where the peer supports it; isozyme's f32 kernel is `gmm_gpu_kernels.load(f32)`):
 
-- `isozyme pairs`: `benchmarks/gmm_gpu_kernels.py`'s `gmm_pairs` (a work item per component and point);
+- `isozyme pairs`: `benchmarks/tuned/gmm_gpu_kernels.py`'s `gmm_pairs` (a work item per component and point);
 - `isozyme pairs_qmu`: its `gmm_pairs_qmu` (the same, with Q_k mu_k once per component: one atomic add per
   step of the reverse pairs loop instead of two);
 - `isozyme staged`: its `gmm_staged` (the same pairs in three stages through (d, K*n) arrays);
@@ -334,7 +334,7 @@ def first_call_seconds(n: int, d: int, K: int, precision: str, variant: str) -> 
 
 
 def kernel_of(variant: str, precision: str) -> iz.Kernel:
-    import gmm_gpu_kernels
+    from tuned import gmm_gpu_kernels
     from opencl_gpu import gmm_prange
 
     if variant == "isozyme points":

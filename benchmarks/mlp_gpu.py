@@ -102,7 +102,7 @@ def torch_variant(args: tuple, compiled: bool) -> tuple[Callable[[], Any], Calla
 
 def isozyme_variants(args: tuple) -> dict[str, tuple]:
     from mlp import mlp_loss
-    from mlp_gpu_kernels import mlp_loss_pairs
+    from tuned.mlp_gpu_kernels import mlp_loss_pairs
 
     return {"isozyme": isozyme_variant(mlp_loss, args), "isozyme pairs": isozyme_variant(mlp_loss_pairs, args)}
 

@@ -28,7 +28,7 @@ variant's steps over the same phases. The variants:
 - `isozyme checkpointed reassoc+contract+afn` (`checkpoint`): `transformer_loss_checkpointed`, each layer
   of each chunk of the batch two split-mode calls whose reverse runs the block's forward again, and each
   chunk's loss one (the example's docstring, "Checkpointing"), with the flags of `afn`;
-- `isozyme pairs` (`pairs`, `--backend opencl` only): `benchmarks/transformer_gpu_kernels.py`'s
+- `isozyme pairs` (`pairs`, `--backend opencl` only): `benchmarks/tuned/transformer_gpu_kernels.py`'s
   `transformer_loss_pairs`, the same model written for a GPU (every stage a parallel loop over the
   (feature, token) pairs of its output, the parameters one flat vector), trained by its `GpuTrainer` with
   every array on the device (the batch copied in, untimed);
@@ -95,7 +95,7 @@ def loss_kernels(variants: list[str]) -> dict[str, iz.Kernel]:
                "checkpoint": ("isozyme checkpointed reassoc+contract+afn",
                               iz.kernel(fastmath=fast)(transformer_loss_checkpointed.py_func))}
     if "pairs" in variants:
-        from transformer_gpu_kernels import transformer_loss_pairs
+        from tuned.transformer_gpu_kernels import transformer_loss_pairs
         kernels["pairs"] = ("isozyme pairs", transformer_loss_pairs)
     return dict(kernels[variant] for variant in variants)
 
@@ -134,7 +134,7 @@ def runners(config, batches, kernels: dict[str, iz.Kernel], backend: str) -> lis
     for name, kernel in kernels.items():
         if name == "isozyme pairs":
             from transformer import Batch
-            from transformer_gpu_kernels import GpuTrainer
+            from tuned.transformer_gpu_kernels import GpuTrainer
 
             gpu = GpuTrainer(params.copy(), Adam())
             moved = [Batch(iz.to_device(batch.tokens), iz.to_device(batch.targets)) for batch in batches]

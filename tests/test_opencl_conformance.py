@@ -13,12 +13,12 @@ CI (PoCL) the same tests run once each at small sizes.
 - atomic adds of a warp into one element, into scattered elements and from a branch some lanes take, with
   warp sums and without;
 - the GMM objective with its loop over points a `prange` (benchmarks/opencl_gpu.py, the kernel whose
-  gradient was wrong on an H100) and with a work item per component and point (benchmarks/gmm_gpu_kernels.py)
+  gradient was wrong on an H100) and with a work item per component and point (benchmarks/tuned/gmm_gpu_kernels.py)
   at ADBench's sizes n=1000 d=10 K=25, n=1000 d=64 K=100 and n=100k d=10 K=25, against the llvm gradient of
   examples/gmm.py's serial kernel;
 - ADBench's GMM, BA (sum of squares) and LSTM gradients (isozyme/benchmark_suite) at their sizes;
 - the examples' kernels and gradients (heat, matvec, the MLP, norm);
-- the transformer written for a GPU (benchmarks/transformer_gpu_kernels.py), 2 layers at the benchmark's
+- the transformer written for a GPU (benchmarks/tuned/transformer_gpu_kernels.py), 2 layers at the benchmark's
   sizes, against examples/transformer.py's gradient.
 
 Every comparison is with the llvm backend on the same inputs, to 1e-10 of the largest magnitude (the order
@@ -183,7 +183,7 @@ def _gmm_gpu_kernel(name: str) -> iz.Kernel:
     if name == "gmm_prange":
         from opencl_gpu import gmm_prange
         return gmm_prange
-    import gmm_gpu_kernels
+    from tuned import gmm_gpu_kernels
     return getattr(gmm_gpu_kernels, name)
 
 
@@ -213,11 +213,11 @@ def test_gmm_gpu_gradient_matches_the_serial_kernel(n: int, d: int, k: int, kern
 
 
 def test_transformer_pairs_gradient_matches_the_example() -> None:
-    """benchmarks/transformer_gpu_kernels.py's `transformer_loss_pairs` (every stage a parallel loop over the
+    """benchmarks/tuned/transformer_gpu_kernels.py's `transformer_loss_pairs` (every stage a parallel loop over the
     (feature, token) pairs, the parameters one flat vector, the weights' adjoints warp sums and atomic adds)
     against the gradient of examples/transformer.py's `transformer_loss` on llvm: 2 layers, the benchmark's
     sizes on a GPU; every prange loop in parallel."""
-    import transformer_gpu_kernels
+    from tuned import transformer_gpu_kernels
 
     transformer = load_example("transformer")
     sizes = dict(vocab=128, d_model=64, heads=4, hidden=256, seq=64, batch=16) if real_sizes() else \

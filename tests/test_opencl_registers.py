@@ -12,7 +12,7 @@ import pytest
 
 from isozyme.runtime.opencl_registers import build_chained, ptxas_registers, with_maxnreg
 
-# an excerpt of ptxas's log for the gradient of benchmarks/gmm_gpu_kernels.gmm_pairs_qmu (H200, -cl-nv-verbose)
+# an excerpt of ptxas's log for the gradient of benchmarks/tuned/gmm_gpu_kernels.gmm_pairs_qmu (H200, -cl-nv-verbose)
 LOG = """\
 (): Warning: Function iz_par0 is a kernel, so overriding noinline attribute. The function may be inlined when called.
 

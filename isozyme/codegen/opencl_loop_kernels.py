@@ -276,7 +276,7 @@ def _body_alloc(r: FunctionRenderer, inst: Instruction) -> None:
     work items of a warp, which run neighbouring iterations, touch neighbouring addresses (one coalesced
     access per element). Otherwise (the array is passed to a call, a phi, ...) iteration `gid`'s copy is
     the `count` elements from `gid * count` on, as a callee expects. Measured on one H100 (f64): the
-    reverse kernel of `benchmarks/gmm_gpu_kernels.gmm_staged`'s gradient, whose work items each add into
+    reverse kernel of `benchmarks/tuned/gmm_gpu_kernels.gmm_staged`'s gradient, whose work items each add into
     a scratch copy of d values, took 2.04 ms interleaved against 4.21 ms contiguous at n=1000 d=64 K=100,
     and 1.13 against 2.85 ms at n=100000 d=10 K=25 (the whole gradient: 3.01 against 5.22 ms, and 1.98
     against 3.97 ms)."""

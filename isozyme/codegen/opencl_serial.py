@@ -177,7 +177,7 @@ class SerialRenderer(FunctionRenderer):
         calls (`opencl_loop_kernels.py`). Only the code reachable from that resume without a request is
         there (the header, the blocks after the loop up to the next launch, an alloc's request, the end):
         a loop kernel's registers are at least those of the functions it calls, and with the whole serial
-        kernel there (127 registers) the reverse pairs loop of the GMM gradient (`benchmarks/
+        kernel there (127 registers) the reverse pairs loop of the GMM gradient (`benchmarks/tuned/
         gmm_gpu_kernels.gmm_pairs_qmu`) took 148 registers and 1.64 ms on an H100 against 64 and 0.86
         unchained; with this code 90 (64 once `runtime/opencl_registers.py` holds it at the unchained
         count). Any other label it names traps."""

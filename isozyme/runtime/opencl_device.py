@@ -90,11 +90,11 @@ def chained(where: Device) -> bool:
     host's. A chained build's loop kernels are held at the registers ptxas gives them unchained
     (`opencl_registers.py`: as built, the reverse pairs loop of `gmm_pairs_qmu`'s gradient took 90
     registers against 64). On an H200 (2026-11-29, one run, two processes of each mode taking turns,
-    medians of 15 calls, every gradient checked) `benchmarks/gmm_gpu_kernels.gmm_pairs_qmu`'s gradient
+    medians of 15 calls, every gradient checked) `benchmarks/tuned/gmm_gpu_kernels.gmm_pairs_qmu`'s gradient
     took 0.28 to 0.38 ms chained against 0.51 to 0.59 unchained at n=1000 d=10 K=25, 1.83 to 1.89 against
     1.76 to 1.90 at d=64 K=100, and 1.82 to 1.92 against 1.69 to 1.78 at n=100k d=10 (its forward loop,
     2.5M work items in 9,766 work groups, took 0.54 ms chained against 0.41); the GPU transformer's
-    training step (`benchmarks/transformer_gpu_kernels.py`) 3.23 against 3.43 ms at 2 layers and 6.12
+    training step (`benchmarks/tuned/transformer_gpu_kernels.py`) 3.23 against 3.43 ms at 2 layers and 6.12
     against 6.55 at 4. The cost: a chained program's first build takes the driver
     three builds (two where the disk cache holds its registers): the GMM gradient's first call with empty
     caches took 13.2 to 13.8 s against 2.4 to 2.6 unchained, a new process's with them filled 0.22 s

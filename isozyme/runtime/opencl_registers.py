@@ -5,7 +5,7 @@
 A chained build (`opencl_device.chained`) puts code after each loop kernel's grid-stride loop: the fence,
 the ticket and the call of the serial kernel's continuation (`codegen/opencl_loop_kernels.py`). ptxas then
 gives the loop kernel more registers, and the loop runs with fewer warps per SM: in the gradient of
-`benchmarks/gmm_gpu_kernels.gmm_pairs_qmu` (H200, d=64) the reverse pairs loop took 90 registers and 1.39 ms
+`benchmarks/tuned/gmm_gpu_kernels.gmm_pairs_qmu` (H200, d=64) the reverse pairs loop took 90 registers and 1.39 ms
 against 64 and 0.87 unchained. It is ptxas's choice, not the code's need: one conditional store after the
 loop was enough to take that kernel from 64 registers to 89, with the PTX otherwise the same
 (`benchmarks/README.md`). So the chained program is built a second time from its own PTX
