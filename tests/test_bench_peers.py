@@ -103,3 +103,79 @@ def test_variant_is_none_without_the_peer() -> None:
     assert peers.variant("no_such_benchmark", "numba") is None
     with pytest.raises(ValueError, match="unknown peer"):
         peers.variant("relu3", "no_such_peer")
+
+
+# -- the GMM peers' formulation (issue 60): the K-batched matmul of ../shared/anchors/jax_gmm.py ------------
+
+GMM_SHAPE = {"d": 4, "K": 3, "n": 7}
+
+
+def gmm_peer_args() -> tuple:
+    bench = peers.benchmarks()["gmm"]
+    return bench.make_args(**GMM_SHAPE)
+
+
+def test_jax_gmm_peer_is_one_k_batched_matmul() -> None:
+    """The JAX peer's gradient computes Q_k (x_i - mu_k) as dot_generals batched over the K components of
+    (K, d, d) and (K, n, d) operands, and never forms the (n, K, d) layout of ADBench's einsum (1.5-2x slower
+    than the batched form on 2 cores and 2-5x on an H200, issue 60)."""
+    if peers.peer_module("jax") is None:
+        pytest.skip("jax: its library is not installed (pip install -e '.[jax]')")
+    import jax
+
+    from isozyme.benchmark_suite import peer_jax
+
+    d, K, n = GMM_SHAPE["d"], GMM_SHAPE["K"], GMM_SHAPE["n"]
+    jaxpr = jax.make_jaxpr(jax.grad(peer_jax.gmm_loss, argnums=(0, 1, 2)))(*gmm_peer_args()).jaxpr
+    equations = list(_jax_equations(jaxpr))
+    batched = [e for e in equations if e.primitive.name == "dot_general"
+               and e.params["dimension_numbers"][1] == ((0,), (0,))
+               and sorted(tuple(v.aval.shape) for v in e.invars) == sorted([(K, d, d), (K, n, d)])]
+    assert batched, "no dot_general batched over K of Q (K, d, d) and the centred points (K, n, d)"
+    shapes = {tuple(v.aval.shape) for e in equations for v in e.outvars}
+    assert (n, K, d) not in shapes, "an (n, K, d) intermediate: ADBench's layout, not the K-batched one"
+
+
+def _jax_equations(jaxpr):
+    """Every equation of `jaxpr` and of the jaxprs nested in its equations' parameters (pjit, custom_jvp)."""
+    for equation in jaxpr.eqns:
+        yield equation
+        for param in equation.params.values():
+            inner = getattr(param, "jaxpr", param)
+            if hasattr(inner, "eqns"):
+                yield from _jax_equations(inner)
+
+
+def test_torch_gmm_peer_is_one_k_batched_matmul() -> None:
+    """The PyTorch peer's forward and backward run Q_k (x_i - mu_k) as `bmm`s over the K components with
+    (K, n, d) and (K, d, d) operands, and no operation produces the (n, K, d) layout."""
+    if peers.peer_module("torch") is None:
+        pytest.skip("torch: its library is not installed (pip install -e '.[torch]')")
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from isozyme.benchmark_suite import peer_torch
+
+    d, K, n = GMM_SHAPE["d"], GMM_SHAPE["K"], GMM_SHAPE["n"]
+    calls: list[tuple[str, list[tuple[int, ...]], list[tuple[int, ...]]]] = []
+
+    class Record(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            shapes = [tuple(a.shape) for a in args if isinstance(a, torch.Tensor)]
+            outs = [tuple(o.shape) for o in (out if isinstance(out, (tuple, list)) else [out])
+                    if isinstance(o, torch.Tensor)]
+            calls.append((str(func.overloadpacket.__name__), shapes, outs))
+            return out
+
+    tensors = [torch.tensor(np.asarray(a)) for a in gmm_peer_args()[:4]]
+    for t in tensors[:3]:
+        t.requires_grad_(True)
+    alphas, means, icf, x = tensors
+    _, _, _, _, gamma, m, log_gamma_d = gmm_peer_args()
+    with Record():
+        value = peer_torch.gmm_loss(alphas, means, icf, x, torch.tensor(gamma), m, torch.tensor(log_gamma_d))
+        torch.autograd.grad(value, tensors[:3])
+    forward = [c for c in calls if c[0] == "bmm" and c[2] == [(K, n, d)]]
+    assert any(sorted(shapes) == sorted([(K, n, d), (K, d, d)]) for _, shapes, _ in forward), calls
+    assert all((n, K, d) not in outs for _, _, outs in calls), "an (n, K, d) intermediate"

@@ -163,6 +163,18 @@ def gmm_data(d: int, K: int, n: int, seed: int = 0, gamma: float = 1.0, m: int =
     return GMMInput(alphas, means, icf, x, gamma, m)
 
 
+def packed_lower_index(d: int) -> np.ndarray:
+    """(d, d) indices into a row [exp(q) | l | 0] of d + d(d-1)/2 + 1 entries that gather Q_k, ADBench's
+    lower-triangular factor: exp(q) on the diagonal, icf's strictly lower entries (column by column) below
+    it, the trailing zero above it."""
+    lower_count = d * (d - 1) // 2
+    index = np.full((d, d), d + lower_count, dtype=np.int64)
+    index[np.arange(d), np.arange(d)] = np.arange(d)
+    cols, rows = np.triu_indices(d, 1)  # icf's strictly lower entries, column by column
+    index[rows, cols] = d + np.arange(lower_count)
+    return index
+
+
 def _logsumexp_numpy(a: np.ndarray, axis: int) -> np.ndarray:
     mx = a.max(axis=axis, keepdims=True)
     return np.squeeze(mx + np.log(np.sum(np.exp(a - mx), axis=axis, keepdims=True)), axis=axis)
