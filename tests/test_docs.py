@@ -60,3 +60,34 @@ def test_comparison_cites_tests_that_exist() -> None:
     for case in re.findall(r"corpus cases? ((?:`\w+`(?:, | and )?)+)", text):
         for name in re.findall(r"`(\w+)`", case):
             assert f"def {name}(" in corpus, name
+
+
+# --- the reference pages of the site (mkdocs.yml) -------------------------------------------------------------
+
+def cli_sections() -> dict[str, str]:
+    """docs/cli.md's text under each `## \\`isozyme VERB\\`` heading, by verb."""
+    text = (DOCS / "cli.md").read_text(encoding="utf-8")
+    parts = re.split(r"^## `isozyme (\w+)`\n", text, flags=re.MULTILINE)
+    return dict(zip(parts[1::2], parts[2::2]))
+
+
+def test_the_cli_page_documents_every_verb_option_and_choice() -> None:
+    """docs/cli.md against the argument parser of `python -m isozyme`: one section per verb, and in each
+    section's table every option string, positional argument and choice of the verb, and no other option."""
+    import argparse
+
+    from isozyme.__main__ import build_parser
+
+    verbs = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
+    sections = cli_sections()
+    assert list(sections) == list(verbs)
+    for verb, parser in verbs.items():
+        section = sections[verb]
+        rows = [line for line in section.splitlines() if line.startswith("| `")]
+        first_cells = {name for row in rows for name in re.findall(r"`([^`]+)`", row.split(" | ")[0])}
+        options = {s for a in parser._actions if a.option_strings and a.dest != "help" for s in a.option_strings}
+        positionals = {a.metavar or a.dest for a in parser._actions if not a.option_strings}
+        assert first_cells == options | positionals, verb
+        for action in parser._actions:
+            for choice in action.choices or ():
+                assert f"`{choice}`" in section, f"isozyme {verb} {action.option_strings}: choice {choice}"
