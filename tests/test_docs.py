@@ -64,6 +64,35 @@ def test_comparison_cites_tests_that_exist() -> None:
 
 # --- the reference pages of the site (mkdocs.yml) -------------------------------------------------------------
 
+PACKAGE = DOCS.parent / "isozyme"
+VARIABLE = re.compile(r"ISOZYME_[A-Z0-9_]*")
+
+
+def listed_variables() -> set[str]:
+    """The variables docs/environment.md lists: the first cell of each table row."""
+    text = (DOCS / "environment.md").read_text(encoding="utf-8")
+    return set(re.findall(r"^\| `(ISOZYME_[A-Z0-9_]+)` \|", text, re.MULTILINE))
+
+
+def test_every_environment_variable_the_package_names_is_listed() -> None:
+    """Any `ISOZYME_*` name in the package's source (a read, a constant, a docstring) is on the page, and
+    no name is built at run time (a bare `ISOZYME_` prefix), which this search could not see."""
+    named: dict[str, str] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for name in VARIABLE.findall(path.read_text(encoding="utf-8")):
+            assert name != "ISOZYME_", f"{path}: a variable name built at run time"
+            named.setdefault(name, str(path.relative_to(DOCS.parent)))
+    missing = {name: where for name, where in named.items() if name not in listed_variables()}
+    assert not missing, f"docs/environment.md does not list {missing}"
+
+
+def test_every_listed_environment_variable_is_read() -> None:
+    """A variable on the page is named in the package, the tests or the benchmarks: no stale entry."""
+    sources = [p for folder in ("isozyme", "tests", "benchmarks") for p in (DOCS.parent / folder).rglob("*.py")]
+    named = {name for path in sources for name in VARIABLE.findall(path.read_text(encoding="utf-8"))}
+    assert listed_variables() - named == set()
+
+
 def cli_sections() -> dict[str, str]:
     """docs/cli.md's text under each `## \\`isozyme VERB\\`` heading, by verb."""
     text = (DOCS / "cli.md").read_text(encoding="utf-8")
