@@ -120,3 +120,15 @@ def test_the_cli_page_documents_every_verb_option_and_choice() -> None:
         for action in parser._actions:
             for choice in action.choices or ():
                 assert f"`{choice}`" in section, f"isozyme {verb} {action.option_strings}: choice {choice}"
+
+
+def test_the_api_page_names_everything_isozyme_exports() -> None:
+    """Every name of `isozyme.__all__` is on docs/api/isozyme.md: rendered from its docstring (`::: isozyme.X`)
+    or, for the types and math functions, named as `iz.X`."""
+    import isozyme
+
+    text = (DOCS / "api" / "isozyme.md").read_text(encoding="utf-8")
+    rendered = set(re.findall(r"^::: isozyme\.(\w+)$", text, re.MULTILINE))
+    named = set(re.findall(r"`iz\.(\w+)", text))
+    assert set(isozyme.__all__) - rendered - named == set()
+    assert rendered <= set(isozyme.__all__)
