@@ -16,7 +16,7 @@ float arguments in `argnums` (default: every float array and float scalar), at `
   a zero shadow, every float scalar in `argnums` `Active`, the return seeded with 1;
 - *forward*: one `fwddiff` per element, along each basis direction (tangent 1 on that element, 0 elsewhere),
   so every element of the gradient is compared, not only projections on random directions: L's tangent
-  is the return's tangent plus <w_a, tangent of a>;
+  is the return's tangent plus `<w_a, tangent of a>`;
 - *finite differences*: (L(x + eps e_j) - L(x - eps e_j)) / (2 eps) per element, L evaluated by the compiled
   primal (`reference="compiled"`, the default) or by the undecorated Python function (`reference="python"`,
   an oracle that shares nothing with the compiler but runs at Python's speed). For f32 arguments the step is

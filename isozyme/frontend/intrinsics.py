@@ -48,7 +48,9 @@ MATH_FUNCTIONS: dict[str, Callable[..., float]] = {name: _math_function(name, op
 
 
 def prange(*args: int) -> range:
-    """`range` whose iterations are independent: a kernel runs them in parallel on OpenCL."""
+    """`range` whose iterations are independent: a kernel runs them in parallel (on `opencl` as an NDRange
+    kernel, on `llvm` as tasks on the thread pool; `interp` runs them in order). docs/parallel.md says what
+    the promise covers and what the compiler checks."""
     return range(*args)
 
 

@@ -1,5 +1,5 @@
 """The differentiation API of DESIGN 1.3: `iz.autodiff`, `iz.grad`, `iz.fwddiff`, `iz.hvp`, `Const`,
-`Duplicated`, `Active`. Forward mode and Hessian-vector products are described in their section below. This
+`Duplicated`, `Active`. Forward mode and Hessian-vector products are described in their docstrings. This
 module checks what the user passes and calls the derivatives `compiled_derivatives.py` compiles; the
 inspection helpers (`show_cache`, the derivative stages of `show_ir`) are in `inspection.py`.
 
@@ -198,9 +198,23 @@ _DUP = ArgActivity.DUP
 
 def autodiff(kernel: Kernel, *args: object, seed: float | None = None, opt: str = "post",
              backend: str | None = None) -> tuple[object, tuple[object, ...]]:
-    """Reverse mode (module docstring): `(primal_return, adjoints of the Active arguments)`. `seed` is the
-    cotangent of the returned float (default 1.0); a TypeError for a kernel that returns no float, where
-    it would seed nothing (the cotangents of array outputs go in their shadows)."""
+    """Reverse mode (Enzyme's combined mode): run `kernel` on `args` and return `(primal_return, adjoints)`,
+    the adjoints of the `Active` arguments in argument order.
+
+    Each argument is `Const(v)` or a plain value (not differentiated), `Duplicated(array, shadow)` (a float
+    array and an array of its dtype and shape that *accumulates* the array's adjoint) or `Active(scalar)` (a
+    float scalar whose adjoint is returned). The kernel runs: arrays it writes hold their new values
+    afterwards. For an array the kernel writes, the shadow holds the cotangent of its final contents on entry
+    and is consumed: zeroed where the kernel overwrote the array.
+
+    `seed` is the cotangent of the returned float (Enzyme's `differet`; 1.0 when not given); a TypeError for a
+    kernel that returns no float, where it would seed nothing (the cotangents of array outputs go in their
+    shadows). `opt` is "post" (differentiate the optimized program, the default), "pre" (differentiate the
+    program as written, then optimize) or "none"; `backend` is "llvm", "opencl" or "interp" (by default the
+    kernel's). A derivative is compiled once per kernel, activity pattern, `opt`, backend and checked mode.
+
+    Integers are never active: `Duplicated` or `Active` on one is a TypeError naming the parameter; a shadow of
+    another dtype or shape than its array is a ValueError."""
     cache = kernel.__dict__.get("_gradients") if isinstance(kernel, Kernel) else None
     key = ("autodiff", tuple(map(type, args)), opt, backend, selection())
     found = cache.get(key) if cache is not None else None
@@ -273,7 +287,14 @@ def _grad_activities(kernel: Kernel, params: list[Parameter], positions: tuple[i
 
 def grad(kernel: Kernel, argnums: int | Sequence[int] = 0, opt: str = "post",
          backend: str | None = None) -> Callable[..., object]:
-    """The gradient function of a float-returning kernel (module docstring)."""
+    """The gradient function of a float-returning kernel, as in JAX: `iz.grad(f, argnums=(0, 1))(x, a)`.
+
+    The function returned takes the kernel's arguments and returns the gradient with respect to the parameters
+    `argnums`: a new array for an array parameter, a float for a float scalar, a tuple for a tuple of
+    `argnums`. `argnums` is read as JAX reads it: a negative one counts from the end; one out of range, or a
+    parameter named twice, is a ValueError. It runs reverse mode (`autodiff`) with fresh zero shadows for the
+    arrays, the scalars `Active` and the seed 1.0; `opt` and `backend` are `autodiff`'s. A kernel that returns
+    no float is a TypeError: differentiate it with `autodiff` and a seeded shadow."""
     if not isinstance(kernel, Kernel):
         raise TypeError(f"grad needs an @iz.kernel, got {type(kernel).__name__}")
     params, return_type = kernel.signature()
@@ -310,21 +331,7 @@ def grad(kernel: Kernel, argnums: int | Sequence[int] = 0, opt: str = "post",
     return gradient
 
 
-# --- forward mode and Hessian-vector products --------------------------------------------------------------
-#
-# `fwddiff(kernel, *args, opt="post", backend=None)` is Enzyme's forward mode (DESIGN 1.3): each argument is
-# `Const(v)` (or a plain value) or `Duplicated(value, tangent)`, for a float array (the tangent: an array of
-# its dtype and shape) or a float scalar (the tangent: a number); `Active` is a TypeError. The kernel runs,
-# and returns `(primal_return, tangent_of_return)` (both None without a return value); the tangent of what
-# the kernel leaves in a Duplicated array replaces the tangent array's contents (a kernel that does not
-# write the array leaves its tangent as it was). `fwddiffe_<f>` is compiled once per kernel, activity
-# pattern, `opt`, backend and checked mode, like a gradient (llvm pipeline name `fwd:<opt>:<activities>`).
-#
-# `hvp(kernel, argnums=0, opt="post", backend=None)`: for a float-returning kernel, the function
-# `(*args, v) -> H v`, H the Hessian of the return value with respect to the parameters `argnums` (float
-# arrays and float scalars), by forward mode over the reverse-mode gradient (`fwddiffe_diffe_<f>`, llvm
-# pipeline name `hvp:<opt>:<positions>`). `v` is the last positional argument: an array of the argument's
-# shape, or a number, or for a tuple `argnums` a tuple of those; the result has the same form.
+# --- forward mode and Hessian-vector products (their docstrings say what they do) --------------------------
 
 
 def _classify_forward(kernel: Kernel, param: Parameter, arg: object) -> ArgActivity:
@@ -347,7 +354,15 @@ def _check_scalar_tangent(kernel: Kernel, param: Parameter, tangent: object) -> 
 
 def fwddiff(kernel: Kernel, *args: object, opt: str = "post",
             backend: str | None = None) -> tuple[object, object]:
-    """Forward mode (the comment above): `(primal_return, tangent_of_return)`."""
+    """Forward mode (Enzyme's, DESIGN 1.3): run `kernel` on `args` and return `(primal_return,
+    tangent_of_return)`, both None for a kernel without a return value.
+
+    Each argument is `Const(v)` or a plain value, or `Duplicated(value, tangent)` for a float array (the
+    tangent: an array of its dtype and shape) or a float scalar (the tangent: a number); `Active` is a
+    TypeError. The tangent of what the kernel leaves in a `Duplicated` array replaces the tangent array's
+    contents (a kernel that does not write the array leaves its tangent as it was). `opt` and `backend` are
+    `autodiff`'s; `fwddiffe_<f>` is compiled once per kernel, activity pattern, `opt`, backend and checked
+    mode, like a gradient (llvm pipeline name `fwd:<opt>:<activities>`)."""
     params, return_type = _checked_signature("fwddiff", kernel, args)
     activities = tuple(_classify_forward(kernel, p, a) for p, a in zip(params, args))
     call: list[object] = []
@@ -393,7 +408,13 @@ def _direction(kernel: Kernel, param: Parameter, arg: object, v: object) -> obje
 
 def hvp(kernel: Kernel, argnums: int | Sequence[int] = 0, opt: str = "post",
         backend: str | None = None) -> Callable[..., object]:
-    """The Hessian-vector product function of a float-returning kernel (the comment above)."""
+    """The Hessian-vector product function of a float-returning kernel: `iz.hvp(f, argnums=0)(*args, v)`.
+
+    The function returned computes `H v`, `H` the Hessian of the return value with respect to the parameters
+    `argnums` (float arrays and float scalars), by forward mode over the reverse-mode gradient
+    (`fwddiffe_diffe_<f>`, llvm pipeline name `hvp:<opt>:<positions>`). `v` is the last positional argument:
+    an array of the argument's shape, or a number, or for a tuple `argnums` a tuple of those; the result has
+    the same form. `argnums` is read as `grad` reads it; `opt` and `backend` are `autodiff`'s."""
     if not isinstance(kernel, Kernel):
         raise TypeError(f"hvp needs an @iz.kernel, got {type(kernel).__name__}")
     params, return_type = kernel.signature()

@@ -81,7 +81,13 @@ class CompiledKernel:
 
 
 class Kernel:
-    """A compiled-on-demand kernel; see the module docstring. `py_func` is the undecorated function."""
+    """A compiled-on-demand kernel, made by `@iz.kernel`; `py_func` is the undecorated function.
+
+    Calling it compiles it at the first call (lowering to SSA, where a CompileError is raised at the latest,
+    the `O2` pipeline, the backend), checks the arguments and runs. A plain call runs on the decorator's
+    `backend=`, else `ISOZYME_BACKEND`, else "llvm", chosen at the first call; `compile(backend=...)` gives
+    another. With "llvm", a kernel compiled before from the same sources is loaded from the disk cache without
+    lowering. `ISOZYME_PRINT_IR` prints IR at compile time to stderr (docs/environment.md)."""
 
     def __init__(self, py_func: Callable, backend: str | None = None, boundscheck: bool | None = None,
                  inline: bool = True, fastmath: object = ()) -> None:
@@ -283,8 +289,10 @@ def kernel(function: Callable | None = None, *, backend: str | None = None, boun
            inline: bool = True, fastmath: object = ()) -> Kernel | Callable[[Callable], Kernel]:
     """Decorate a Python function as a kernel: `@iz.kernel` or `@iz.kernel(backend="interp")`.
     `inline=False`: calls of this kernel are never inlined, by the optimizer or by reverse mode (which
-    differentiates them in split mode, enzyme_ad/custom.py). `boundscheck=True`: checked mode (module
-    docstring), for this kernel's own accesses wherever it is called from and for all the code it calls.
+    differentiates them in split mode, enzyme_ad/custom.py). `boundscheck=True`: checked mode (every array
+    index checked, an IndexError naming the source line, the index and the shape, on `llvm` and `opencl`;
+    `interp` always checks; the default is `ISOZYME_BOUNDSCHECK`, else unchecked), for this kernel's own
+    accesses wherever it is called from and for all the code it calls.
     `fastmath=("reassoc",)` (off by default: IEEE-strict): LLVM fast-math flags on the float arithmetic of
     all the code compiled for this kernel, its primal and derivatives and the kernels they call (names in
     `codegen/abi.FASTMATH_FLAGS`; `True` is "fast"). "reassoc" lets LLVM reorder sums, so that reductions
