@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 DOCS = Path(__file__).parent.parent / "docs"
-PAGES = sorted(DOCS.glob("*.md"))
+README = DOCS.parent / "README.md"
+PAGES = [*sorted(DOCS.glob("*.md")), README]  # the README's examples run too
 BLOCK = re.compile(r"^```python\n(.*?)^```$", re.MULTILINE | re.DOTALL)
 
 
@@ -45,6 +46,17 @@ def test_code_blocks_run(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyP
         for name in set(sys.modules) - before:
             if str(getattr(sys.modules[name], "__file__", "") or "").startswith(examples):
                 del sys.modules[name]
+
+
+def test_the_readme_is_a_front_door() -> None:
+    """The README stays short (issue 61: at most 250 lines, the history in CHANGELOG.md), and its test command
+    is the one `.ci/run` runs."""
+    text = README.read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 250
+    ci = (DOCS.parent / ".ci" / "run").read_text(encoding="utf-8")
+    command = next(line for line in text.splitlines() if line.startswith("python -m pip install -e '.[dev"))
+    assert command in ci, f"README's test command {command!r} is not what .ci/run runs"
+    assert "python -m pip install . && python -m isozyme bench --suite quick" in text
 
 
 def test_comparison_cites_tests_that_exist() -> None:
