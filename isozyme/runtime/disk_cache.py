@@ -5,14 +5,16 @@ Whoever can write the cache runs code in each process that uses it (libraries ar
 so the cache trusts nothing it did not write itself (docs/cache_security.md):
 
 - The directory must be this user's and writable by no one else; it is created with mode 0700, as are the
-  parents it lacks. Else, or when its key file is not this user's alone, the cache is refused: an
-  `InsecureCacheWarning` (once per directory and process, `stats["refused"]`), and kernels are compiled
-  in memory, as with the cache off. Every operation opens the directory, checks it and works relative to
-  that descriptor (`private_files.py`); without POSIX descriptors of this kind the cache is off.
+  parents it lacks. Else, or when its key file is not this user's alone or is a symbolic link, the cache
+  is refused: an `InsecureCacheWarning` (once per directory and process, `stats["refused"]`), and kernels
+  are compiled in memory, as with the cache off. Every operation opens the directory, checks it and works
+  relative to that descriptor (`private_files.py`); without POSIX descriptors of this kind the cache is off.
 - An entry (`KEY.izc`) is `MAGIC`, an HMAC-SHA256 of its kind and body under the directory's secret key
   (`KEY_FILE`: 32 random bytes, mode 0600, made by the first process that needs it), then the body: the
   length of a JSON metadata block, the block (which repeats the key) and the payload. Only this user can
-  read the key, so no one else can write an entry that passes.
+  read the key, so no one else can write an entry that passes. A key file that holds no key (empty or
+  short from a kill, a FIFO, a directory) is replaced at once (`private_files.secret_key`) with a
+  `ReplacedKeyWarning` (`stats["key_replaced"]`): the entries made under the old key fail their check.
 - The compiled code is a shared library beside the entry (`KEY.so`), whose SHA-256 the metadata holds, and
   then the payload is empty; or, where no library could be made or loaded, object code for MCJIT in the
   payload. Source index entries (`KEY.izs`, `source_key.py`) have the same format and an empty payload;
@@ -31,10 +33,10 @@ failure is fatal: an unwritable directory only costs a recompilation next time (
 
 `stats` counts the events of this process: `hits misses stores corrupt write_errors` of compiled code,
 the same prefixed with `source_` for the source index (and `source_stale`, `source_unkeyable`), `refused`,
-and from the backend `library_loads object_loads link_errors library_errors`. `isozyme.cache` logs one
-line per event at DEBUG level once the program has imported `logging` (`ISOZYME_CACHE_LOG=1` prints them
-to stderr). SHA-256 is CPython's built-in one where there is one, and the HMAC is built on it (RFC 2104):
-`hashlib` and `hmac` load OpenSSL, 2.5 ms of a warm start.
+`key_replaced`, and from the backend `library_loads object_loads link_errors
+library_errors`. `isozyme.cache` logs one line per event at DEBUG level once the program has imported
+`logging` (`ISOZYME_CACHE_LOG=1` prints them to stderr). SHA-256 is CPython's built-in one where there is
+one, and the HMAC is built on it (RFC 2104): `hashlib` and `hmac` load OpenSSL, 2.5 ms of a warm start.
 """
 
 from __future__ import annotations
@@ -73,6 +75,11 @@ stats: Counter[str] = Counter()
 
 class InsecureCacheWarning(UserWarning):
     """The cache directory, or its key, is not this user's alone: it is not used."""
+
+
+class ReplacedKeyWarning(UserWarning):
+    """The cache directory's key file held no key (left by a killed process, or not a file): a new key
+    replaced it, and the entries made under the old one are compiled again."""
 
 
 @dataclass(frozen=True)
@@ -175,15 +182,16 @@ class OpenDirectory:
 
 
 def _open(path: Path, create: bool) -> OpenDirectory | None:
-    """`path` opened (`private_files.open_directory`) with its key; None when it is not to be trusted
-    (warned once). OSError when it cannot be opened or its key made; the caller closes the descriptor."""
+    """`path` opened (`private_files.open_directory`) with its key, made when missing or damaged (warned);
+    None when it is not to be trusted (warned once). OSError when it cannot be opened or its key made; the
+    caller closes the descriptor."""
     try:
         descriptor = private_files.open_directory(path, create)
     except private_files.Untrusted as problem:
         _refuse(path, problem)
         return None
     try:
-        return OpenDirectory(path, descriptor, private_files.secret_key(descriptor, KEY_FILE, KEY_BYTES))
+        key = private_files.secret_key(descriptor, KEY_FILE, KEY_BYTES)
     except private_files.Untrusted as problem:
         os.close(descriptor)
         _refuse(path, problem)
@@ -191,6 +199,19 @@ def _open(path: Path, create: bool) -> OpenDirectory | None:
     except BaseException:
         os.close(descriptor)
         raise
+    if key.replaced is not None:
+        _replaced_key(path, key.replaced)
+    return OpenDirectory(path, descriptor, key.value)
+
+
+def _replaced_key(path: Path, problem: str) -> None:
+    import warnings
+
+    message = (f"the key file {path / KEY_FILE} of isozyme's disk cache {problem}: it has been replaced by a new "
+               f"key (a process killed while it wrote the key leaves it empty or short). Entries made under the "
+               f"old key fail their check and are compiled again.")
+    event("key_replaced", message)
+    warnings.warn(message, ReplacedKeyWarning, stacklevel=3)
 
 
 _refused: set[Path] = set()

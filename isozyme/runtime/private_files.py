@@ -10,7 +10,9 @@ a regular file, at most a size limit, from that one descriptor: a symbolic link 
 another user's file), a FIFO (whose open would wait for a writer), a device or a directory is an error,
 never read or waited for. `replace` writes a new file (`O_CREAT | O_EXCL`, mode 0600) and renames it over
 the name. `secret_key` reads the directory's random key, which no one else may read or write, or creates
-it: of two processes creating it at once, one wins and the other reads its key.
+it, or replaces a damaged one (empty, short, a FIFO, a directory), never waiting: of processes creating or
+replacing it at once, the first to hold the directory's `flock` writes it and the others read its key. A
+key that is a symbolic link is Untrusted.
 
 POSIX only (descriptors relative to a directory, owners and modes): elsewhere the disk cache is off.
 """
@@ -19,7 +21,7 @@ from __future__ import annotations
 
 import os
 import stat
-import time
+from dataclasses import dataclass
 from pathlib import Path
 
 OPEN_DIRECTORY = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -28,14 +30,11 @@ OPEN_FILE = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK
 CREATE_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 GROUP_OR_OTHERS_WRITE = 0o022
 GROUP_OR_OTHERS_ANY = 0o077
-KEY_WAIT_S = 2.0
-"""How long a process waits for the key another is writing (a few microseconds' work, but a loaded
-machine may not schedule the writer for a while)."""
 
 
 class Untrusted(Exception):
     """A file or directory another user owns or may write (a key: read), whose use could run their code;
-    or a key file that holds no key."""
+    or a key file that is a symbolic link (to a file that may be anyone's)."""
 
 
 def supported() -> bool:
@@ -156,33 +155,95 @@ def unlink_quietly(directory: int, name: str) -> None:
         pass
 
 
-def secret_key(directory: int, name: str, size: int) -> bytes:
-    """The `size` random bytes of the key file `name` in `directory`, created when missing (mode 0600,
-    `O_EXCL`: a process that loses the race reads the winner's key). Untrusted when the file is not this
-    user's alone, or not a key (`size` bytes) after `KEY_WAIT_S`."""
+def secret_key(directory: int, name: str, size: int) -> SecretKey:
+    """The `size` random bytes of the key file `name` in `directory` (`read_key`), made when it is missing
+    and made anew when it is damaged, without waiting: a new key is written under another name and renamed
+    into place, so no reader sees part of one (a key file that is not a key was left by a process killed
+    while it wrote one, or by an earlier version that wrote it in place). Of the processes that find it
+    missing or damaged, the first to hold the directory's lock writes it and the others read its key.
+    Untrusted when it is a symbolic link, or not this user's alone."""
     try:
-        return _read_key(directory, name, size)
-    except FileNotFoundError:
+        return SecretKey(read_key(directory, name, size))
+    except (FileNotFoundError, DamagedKey):
         pass
-    key = os.urandom(size)
+    lock = directory_lock(directory)
     try:
-        write_new(directory, name, key)
-    except FileExistsError:
-        return _read_key(directory, name, size)
-    return key
+        try:  # made, or mended, by another process while this one waited for the lock
+            return SecretKey(read_key(directory, name, size))
+        except FileNotFoundError:
+            problem = None
+        except DamagedKey as damaged:
+            problem = str(damaged) + _move_directory_aside(directory, name)
+        key = os.urandom(size)
+        replace(directory, name, key, f".{name}")
+    finally:
+        os.close(lock)
+    return SecretKey(key, problem)
 
 
-def _read_key(directory: int, name: str, size: int) -> bytes:
-    deadline = time.monotonic() + KEY_WAIT_S
-    while True:
-        try:
-            data = read_regular(directory, name, size, secret=True)
-        except ValueError as error:  # not a regular file, longer than a key, or still being written
-            if time.monotonic() > deadline:
-                raise Untrusted(f"the key file {name} is not a key ({error}): delete it") from None
-            data = b""
-        if len(data) == size:
-            return data
-        if time.monotonic() > deadline:  # not being written by a process that just created it
-            raise Untrusted(f"the key file {name} holds {len(data)} bytes, not {size}: delete it")
-        time.sleep(0.002)
+@dataclass(frozen=True)
+class SecretKey:
+    """A directory's key as `secret_key` found or made it."""
+
+    value: bytes
+    replaced: str | None = None
+    """What was wrong with the key file this call replaced; None when it read a key or made a missing one."""
+
+
+class DamagedKey(Exception):
+    """A key file that holds no key: not a regular file, or not of a key's size."""
+
+
+def read_key(directory: int, name: str, size: int) -> bytes:
+    """The key in the file `name` of `directory`, checked before it is opened (a FIFO is never opened):
+    FileNotFoundError, DamagedKey (saying what is wrong), or Untrusted when it is a symbolic link or a
+    file others may read or write."""
+    status = os.stat(name, dir_fd=directory, follow_symlinks=False)
+    if stat.S_ISLNK(status.st_mode):
+        raise Untrusted(f"the key file {name} is a symbolic link: the key must be this directory's own file, "
+                        f"which only this user can read (delete the link)")
+    if not stat.S_ISREG(status.st_mode):
+        raise DamagedKey(f"is {FILE_TYPES.get(stat.S_IFMT(status.st_mode), 'a special file')}, not a file")
+    if status.st_size != size:
+        raise DamagedKey(f"holds {status.st_size} bytes, not {size}")
+    try:
+        data = read_regular(directory, name, size, secret=True)
+    except ValueError as error:  # replaced since the check: by another process mending it, most likely
+        raise DamagedKey(str(error)) from None
+    if len(data) != size:
+        raise DamagedKey(f"holds {len(data)} bytes, not {size}")
+    return data
+
+
+FILE_TYPES = {stat.S_IFDIR: "a directory", stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket",
+              stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device"}
+
+
+def directory_lock(directory: int) -> int:
+    """A new descriptor of `directory` holding its exclusive `flock`: close it to release the lock, which
+    the system releases too when the process dies (no lock outlives a kill). A descriptor of its own, as a
+    lock belongs to an open file description: threads sharing `directory` would share it. Where the file
+    system has no such locks (some network mounts), the descriptor holds none: processes mending a key at
+    once then each write one, the last rename wins, and entries written under the others are rebuilt."""
+    import fcntl  # only where a key is missing or damaged
+
+    descriptor = os.open(".", OPEN_DIRECTORY, dir_fd=directory)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+    except OSError:
+        pass
+    return descriptor
+
+
+def _move_directory_aside(directory: int, name: str) -> str:
+    """Make way for a key where a directory is (a file cannot be renamed over one): an empty one is removed,
+    another moved to a name of its own and kept. What was done, for the warning ("" for no directory)."""
+    if not stat.S_ISDIR(os.stat(name, dir_fd=directory, follow_symlinks=False).st_mode):
+        return ""
+    aside = f".{name}.{os.urandom(6).hex()}.damaged"
+    os.rename(name, aside, src_dir_fd=directory, dst_dir_fd=directory)
+    try:
+        os.rmdir(aside, dir_fd=directory)
+    except OSError:
+        return f" (moved to {aside}, with what it holds)"
+    return ""

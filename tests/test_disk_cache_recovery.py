@@ -1,0 +1,164 @@
+"""What a killed process or a slip of the hand leaves in the disk cache costs a rebuild at most, never a
+wait or a silently disabled cache (issue 62, docs/cache_security.md): a damaged key file is replaced with
+one warning and no waiting, by exactly one of the processes that find it damaged; a key that is a symbolic
+link is refused loudly."""
+
+from __future__ import annotations
+
+import os
+import stat
+import threading
+import time
+import warnings
+from pathlib import Path
+
+import pytest
+
+from isozyme.runtime import disk_cache, private_files
+
+KEY = "0" * 64
+
+
+@pytest.fixture
+def cache_at(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("ISOZYME_CACHE_DIR", str(cache))
+    monkeypatch.delenv("ISOZYME_CACHE", raising=False)
+    return cache
+
+
+@pytest.fixture
+def no_waiting(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any sleep fails the test: a damaged key must not be waited for (it once was, 2 s per operation)."""
+    def sleep(seconds: float) -> None:
+        raise AssertionError(f"slept {seconds} s")
+    monkeypatch.setattr(time, "sleep", sleep)
+
+
+# --- a damaged key is replaced --------------------------------------------------------------------------
+
+
+def damage(key: Path, how: str) -> None:
+    key.unlink()
+    if how == "empty":
+        key.write_bytes(b"")  # a process killed between creating the key and writing it
+    elif how == "short":
+        key.write_bytes(b"k" * 7)
+    elif how == "long":
+        key.write_bytes(b"k" * 64)
+    elif how == "fifo":
+        os.mkfifo(key)  # whose open, without O_NONBLOCK, would wait for a writer for ever
+    else:
+        key.mkdir()
+        if how == "directory with files":
+            (key / "notes").write_text("kept")
+    if key.is_file():
+        key.chmod(0o600)
+
+
+@pytest.mark.parametrize("how", ["empty", "short", "long", "fifo", "directory", "directory with files"])
+def test_a_damaged_key_is_replaced_at_once_with_one_warning(cache_at: Path, no_waiting: None, how: str) -> None:
+    assert disk_cache.store(KEY, {}, b"payload")
+    key = cache_at / disk_cache.KEY_FILE
+    damage(key, how)
+    before = dict(disk_cache.stats)
+    with pytest.warns(disk_cache.ReplacedKeyWarning, match=f"{key}.*replaced"):
+        assert disk_cache.load(KEY) is None  # made under the old key: it fails its check ...
+    assert disk_cache.stats["corrupt"] == before.get("corrupt", 0) + 1
+    assert disk_cache.stats["key_replaced"] == before.get("key_replaced", 0) + 1
+    status = key.lstat()
+    assert stat.S_ISREG(status.st_mode) and stat.S_IMODE(status.st_mode) == 0o600 and status.st_size == 32
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # one warning: the new key is a key
+        assert disk_cache.store(KEY, {}, b"payload")  # ... and is rebuilt
+        assert disk_cache.load(KEY) is not None and disk_cache.cache_directory() == cache_at
+    assert disk_cache.stats["refused"] == before.get("refused", 0)
+    set_aside = list(cache_at.glob(f".{disk_cache.KEY_FILE}.*.damaged"))
+    if how == "directory with files":  # what was in it is not deleted
+        assert len(set_aside) == 1 and (set_aside[0] / "notes").read_text() == "kept"
+    else:
+        assert set_aside == []
+
+
+def keys_found_at_once(path: Path, finders: int) -> list[private_files.SecretKey]:
+    """What `finders` threads get from `secret_key` in `path`, started together; each holds its own lock
+    descriptor (`directory_lock`), as processes do."""
+    directory = private_files.open_directory(path, create=True)
+    start, keys = threading.Barrier(finders), []
+
+    def find() -> None:
+        start.wait()
+        keys.append(private_files.secret_key(directory, "key", 32))
+    threads = [threading.Thread(target=find) for _ in range(finders)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    os.close(directory)
+    return keys
+
+
+def test_processes_that_find_the_key_damaged_agree_on_one_replacement(tmp_path: Path, no_waiting: None) -> None:
+    for attempt in range(5):
+        path = tmp_path / str(attempt)
+        path.mkdir(mode=0o700)
+        (path / "key").write_bytes(b"")
+        (path / "key").chmod(0o600)
+        keys = keys_found_at_once(path, 8)
+        assert len(keys) == 8 and len({key.value for key in keys}) == 1
+        assert [key.replaced for key in keys if key.replaced] == ["holds 0 bytes, not 32"]  # one replaced it
+        assert (path / "key").read_bytes() == keys[0].value
+
+
+def test_a_key_mended_while_waiting_for_the_lock_is_used_not_replaced(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    directory = private_files.open_directory(tmp_path, create=True)
+    (tmp_path / "key").write_bytes(b"")
+    (tmp_path / "key").chmod(0o600)
+    lock, mended = private_files.directory_lock, b"m" * 32
+
+    def lock_after_another_process_mended_it(descriptor: int) -> int:
+        private_files.replace(descriptor, "key", mended, ".key")  # as the process that held the lock did
+        return lock(descriptor)
+    monkeypatch.setattr(private_files, "directory_lock", lock_after_another_process_mended_it)
+    try:
+        assert private_files.secret_key(directory, "key", 32) == private_files.SecretKey(mended, None)
+    finally:
+        os.close(directory)
+
+
+def test_a_new_key_is_never_seen_half_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    directory = private_files.open_directory(tmp_path, create=True)
+    seen = []
+    write_new = private_files.write_new
+
+    def write_and_look(descriptor: int, name: str, data: bytes) -> None:
+        write_new(descriptor, name, data)
+        seen.append(sorted(path.name for path in tmp_path.iterdir()))  # what a reader would find meanwhile
+    monkeypatch.setattr(private_files, "write_new", write_and_look)
+    try:
+        key = private_files.secret_key(directory, "key", 32)
+    finally:
+        os.close(directory)
+    assert len(seen) == 1 and "key" not in seen[0]  # written under another name, then renamed into place
+    assert (tmp_path / "key").read_bytes() == key.value and key.replaced is None
+
+
+# --- a symbolic link as the key is refused ----------------------------------------------------------------
+
+
+def test_a_symlinked_key_is_refused_loudly_once(cache_at: Path, tmp_path: Path) -> None:
+    assert disk_cache.store(KEY, {}, b"payload")
+    key, elsewhere = cache_at / disk_cache.KEY_FILE, tmp_path / "elsewhere"
+    key.rename(elsewhere)  # a key that is a key, but not this directory's file
+    key.symlink_to(elsewhere)
+    before = dict(disk_cache.stats)
+    with pytest.warns(disk_cache.InsecureCacheWarning, match=f"{cache_at}.*hmac-key is a symbolic link"):
+        assert not disk_cache.store("1" * 64, {}, b"payload")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once per directory and process
+        assert disk_cache.load(KEY) is None and disk_cache.cache_directory() is None
+        assert not disk_cache.store("1" * 64, {}, b"payload")
+    assert disk_cache.stats["refused"] == before.get("refused", 0) + 1
+    assert disk_cache.stats["write_errors"] == before.get("write_errors", 0)  # refused, not failing quietly
+    assert key.is_symlink() and (cache_at / f"{KEY}.izc").exists()  # nothing replaced or deleted
