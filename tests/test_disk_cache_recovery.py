@@ -1,7 +1,8 @@
 """What a killed process or a slip of the hand leaves in the disk cache costs a rebuild at most, never a
 wait or a silently disabled cache (issue 62, docs/cache_security.md): a damaged key file is replaced with
 one warning and no waiting, by exactly one of the processes that find it damaged; a key that is a symbolic
-link is refused loudly."""
+link is refused loudly; temporary files and load copies a kill left behind are removed once they are an
+hour old."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from isozyme.runtime import disk_cache, private_files
+from isozyme.runtime import disk_cache, private_files, shared_library
 
 KEY = "0" * 64
 
@@ -162,3 +163,43 @@ def test_a_symlinked_key_is_refused_loudly_once(cache_at: Path, tmp_path: Path) 
     assert disk_cache.stats["refused"] == before.get("refused", 0) + 1
     assert disk_cache.stats["write_errors"] == before.get("write_errors", 0)  # refused, not failing quietly
     assert key.is_symlink() and (cache_at / f"{KEY}.izc").exists()  # nothing replaced or deleted
+
+
+# --- leftovers of a kill ------------------------------------------------------------------------------------
+
+
+def leftovers(cache: Path) -> dict[str, Path]:
+    """What processes killed in the middle of a store, a key's creation or a library's load leave behind."""
+    load_copy = Path(shared_library._private_copy(b"\x7fELF", str(cache)))  # killed before its unlink
+    return {"entry temporary": cache / f".{KEY[:16]}.{os.urandom(6).hex()}.tmp",
+            "key temporary": cache / f".{disk_cache.KEY_FILE}.{os.urandom(6).hex()}.tmp", "load copy": load_copy}
+
+
+def age(path: Path, seconds: float) -> None:
+    then = time.time() - seconds
+    os.utime(path, (then, then), follow_symlinks=False)
+
+
+def test_leftovers_of_a_kill_older_than_an_hour_are_removed_when_a_process_opens_the_cache(cache_at: Path) -> None:
+    assert disk_cache.store(KEY, {}, b"payload")
+    disk_cache._swept.discard(cache_at)  # as in a new process
+    old, young = leftovers(cache_at), leftovers(cache_at)
+    for path in (*old.values(), *young.values()):
+        path.touch()
+    for path in old.values():
+        age(path, 2 * 3600)
+    for path in young.values():
+        age(path, 50 * 60)  # perhaps a live process's: kept
+    kept = [cache_at / f"{KEY}.izc", cache_at / disk_cache.KEY_FILE, cache_at / "notes.tmp"]
+    (cache_at / "notes.tmp").touch()  # not a name isozyme makes
+    for path in kept:
+        age(path, 2 * 3600)
+    before = disk_cache.stats["leftovers_removed"]
+    assert disk_cache.load(KEY) is not None
+    assert [what for what, path in old.items() if path.exists()] == []
+    assert disk_cache.stats["leftovers_removed"] == before + 1
+    assert all(path.exists() for path in (*young.values(), *kept))
+    again = leftovers(cache_at)["entry temporary"]
+    again.touch()
+    age(again, 2 * 3600)
+    assert disk_cache.load(KEY) is not None and again.exists()  # once per process: opens stay cheap

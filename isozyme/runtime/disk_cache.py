@@ -30,10 +30,12 @@ with concurrent writers. An entry, or its library, that is truncated, altered, w
 written for another key or kind, or not a regular file is detected; both files are deleted, counted in
 `stats["corrupt"]` and reported as a miss: the caller recompiles and writes a fresh entry. No cache
 failure is fatal: an unwritable directory only costs a recompilation next time (`stats["write_errors"]`).
+The temporary files and load copies a killed process leaves are removed when they are an hour old, the
+first time a process opens the directory (`LEFTOVERS`).
 
 `stats` counts the events of this process: `hits misses stores corrupt write_errors` of compiled code,
 the same prefixed with `source_` for the source index (and `source_stale`, `source_unkeyable`), `refused`,
-`key_replaced`, and from the backend `library_loads object_loads link_errors
+`key_replaced`, `leftovers_removed`, and from the backend `library_loads object_loads link_errors
 library_errors`. `isozyme.cache` logs one line per event at DEBUG level once the program has imported
 `logging` (`ISOZYME_CACHE_LOG=1` prints them to stderr). SHA-256 is CPython's built-in one where there is
 one, and the HMAC is built on it (RFC 2104): `hashlib` and `hmac` load OpenSSL, 2.5 ms of a warm start.
@@ -45,6 +47,7 @@ import json
 import os
 import struct
 import sys
+import time
 from _operator import _compare_digest as same_digest  # what `hmac.compare_digest` is, without OpenSSL
 from collections import Counter
 from dataclasses import dataclass
@@ -183,8 +186,8 @@ class OpenDirectory:
 
 def _open(path: Path, create: bool) -> OpenDirectory | None:
     """`path` opened (`private_files.open_directory`) with its key, made when missing or damaged (warned);
-    None when it is not to be trusted (warned once). OSError when it cannot be opened or its key made; the
-    caller closes the descriptor."""
+    None when it is not to be trusted (warned once). The first time in a process, leftovers are removed
+    (`LEFTOVERS`). OSError when it cannot be opened or its key made; the caller closes the descriptor."""
     try:
         descriptor = private_files.open_directory(path, create)
     except private_files.Untrusted as problem:
@@ -201,7 +204,33 @@ def _open(path: Path, create: bool) -> OpenDirectory | None:
         raise
     if key.replaced is not None:
         _replaced_key(path, key.replaced)
+    if path not in _swept:
+        _swept.add(path)
+        _remove_leftovers(path, descriptor)
     return OpenDirectory(path, descriptor, key.value)
+
+
+_swept: set[Path] = set()
+"""Directories whose leftovers this process has removed."""
+LEFTOVERS = ((".", ".tmp"), (".isozyme-load-", LIBRARY_SUFFIX))
+"""The (prefix, suffix) of the names of files that exist only while a process works on them: temporary
+files renamed into place (`private_files.replace`) and private copies of libraries being loaded
+(`shared_library._private_copy`). A process killed meanwhile leaves them behind."""
+LEFTOVER_AGE_S = 3600.0
+"""How old a leftover is when it is removed: a live process holds one for milliseconds."""
+
+
+def _remove_leftovers(path: Path, descriptor: int) -> None:
+    try:
+        removed = private_files.remove_stale(descriptor, _is_leftover, time.time() - LEFTOVER_AGE_S)
+    except OSError:  # the directory cannot be listed: the operation itself fails, or says so
+        return
+    if removed:
+        event("leftovers_removed", f"{removed} files older than {LEFTOVER_AGE_S:.0f} s in {path}")
+
+
+def _is_leftover(name: str) -> bool:
+    return any(name.startswith(prefix) and name.endswith(suffix) for prefix, suffix in LEFTOVERS)
 
 
 def _replaced_key(path: Path, problem: str) -> None:

@@ -12,7 +12,7 @@ never read or waited for. `replace` writes a new file (`O_CREAT | O_EXCL`, mode 
 the name. `secret_key` reads the directory's random key, which no one else may read or write, or creates
 it, or replaces a damaged one (empty, short, a FIFO, a directory), never waiting: of processes creating or
 replacing it at once, the first to hold the directory's `flock` writes it and the others read its key. A
-key that is a symbolic link is Untrusted.
+key that is a symbolic link is Untrusted. `remove_stale` removes what killed processes left behind.
 
 POSIX only (descriptors relative to a directory, owners and modes): elsewhere the disk cache is off.
 """
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -153,6 +154,24 @@ def unlink_quietly(directory: int, name: str) -> None:
             pass
     except OSError:  # gone already
         pass
+
+
+def remove_stale(directory: int, is_leftover: Callable[[str], bool], older_than: float) -> int:
+    """Remove the regular files of `directory` whose names are `is_leftover` and which were last modified
+    before the time `older_than` (what killed processes left: no live one takes that long); how many. What
+    cannot be removed (a read-only directory) stays."""
+    removed = 0
+    with os.scandir(directory) as entries:
+        names = [entry.name for entry in entries if is_leftover(entry.name)]
+    for name in names:
+        try:
+            status = os.stat(name, dir_fd=directory, follow_symlinks=False)
+            if stat.S_ISREG(status.st_mode) and status.st_mtime < older_than:
+                os.unlink(name, dir_fd=directory)
+                removed += 1
+        except OSError:  # gone meanwhile, or not removable here
+            pass
+    return removed
 
 
 def secret_key(directory: int, name: str, size: int) -> SecretKey:
