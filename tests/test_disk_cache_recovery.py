@@ -1,19 +1,23 @@
-"""What a killed process or a slip of the hand leaves in the disk cache costs a rebuild at most, never a
-wait or a silently disabled cache (issue 62, docs/cache_security.md): a damaged key file is replaced with
-one warning and no waiting, by exactly one of the processes that find it damaged; a key that is a symbolic
-link is refused loudly; temporary files and load copies a kill left behind are removed once they are an
-hour old."""
+"""What a killed process, a slip of the hand or a read-only mount leaves in the disk cache costs a rebuild at
+most, never a wait, a silently disabled cache or a cold start (issue 62, docs/cache_security.md): a damaged
+key file is replaced with one warning and no waiting, by exactly one of the processes that find it damaged;
+a key that is a symbolic link is refused loudly; temporary files and load copies a kill left behind are
+removed once they are an hour old; a cache directory that cannot be written loads its libraries through a
+private temporary directory, a warm start still."""
 
 from __future__ import annotations
 
 import os
 import stat
+import textwrap
 import threading
 import time
 import warnings
 from pathlib import Path
 
 import pytest
+from test_disk_cache_native import expected, needs_linker, write_program
+from test_disk_cache_security import run_script
 
 from isozyme.runtime import disk_cache, private_files, shared_library
 
@@ -203,3 +207,90 @@ def test_leftovers_of_a_kill_older_than_an_hour_are_removed_when_a_process_opens
     again.touch()
     age(again, 2 * 3600)
     assert disk_cache.load(KEY) is not None and again.exists()  # once per process: opens stay cheap
+
+
+# --- a read-only cache directory ------------------------------------------------------------------------------
+
+READ_ONLY_MOUNT = '''
+import errno, os, runpy, sys
+
+cache = os.path.realpath(os.environ["ISOZYME_CACHE_DIR"])
+
+def inside(path, dir_fd=None):
+    base = os.readlink(f"/proc/self/fd/{dir_fd}") if dir_fd is not None else ""
+    where = os.path.realpath(os.path.join(base, os.fsdecode(path)))
+    return where == cache or where.startswith(cache + os.sep)
+
+def refuse(path):
+    raise OSError(errno.EROFS, os.strerror(errno.EROFS), os.fsdecode(path))
+
+def read_only(call, paths=1):
+    def checked(*args, dir_fd=None, src_dir_fd=None, dst_dir_fd=None, **kwargs):
+        fds = [dir_fd] if paths == 1 else [src_dir_fd, dst_dir_fd]
+        for path, fd in zip(args[:paths], fds):
+            if inside(path, fd):
+                refuse(path)
+        more = {"dir_fd": dir_fd} if paths == 1 else {"src_dir_fd": src_dir_fd, "dst_dir_fd": dst_dir_fd}
+        return call(*args, **{name: fd for name, fd in more.items() if fd is not None}, **kwargs)
+    return checked
+
+if os.environ.get("READ_ONLY"):  # the cache directory as on a file system mounted read-only
+    open_ = os.open
+    def open_checked(path, flags, mode=0o777, *, dir_fd=None):
+        if flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC) and inside(path, dir_fd):
+            refuse(path)
+        return open_(path, flags, mode, dir_fd=dir_fd)
+    os.open = open_checked
+    os.unlink = os.remove = read_only(os.unlink)
+    os.rmdir, os.mkdir = read_only(os.rmdir), read_only(os.mkdir)
+    os.replace, os.rename, os.link = (read_only(call, 2) for call in (os.replace, os.rename, os.link))
+    os.supports_dir_fd |= {os.open, os.unlink, os.rmdir, os.mkdir, os.replace, os.rename, os.link}
+sys.argv = [sys.argv[0]]
+runpy.run_path(os.path.join(os.path.dirname(__file__), "main.py"), run_name="__main__")
+'''
+
+
+@pytest.fixture
+def filled(tmp_path: Path) -> tuple[Path, Path]:
+    """The fresh-process program of test_disk_cache_native.py, started through `READ_ONLY_MOUNT`, and the cache
+    it filled."""
+    directory = tmp_path / "program"
+    directory.mkdir()
+    write_program(directory)
+    (directory / "read_only.py").write_text(textwrap.dedent(READ_ONLY_MOUNT))
+    cache = tmp_path / "cache"
+    cold = run_script(directory / "read_only.py", cache)
+    assert cold["value"] == expected() and cold.get("stores") == 1 and cold.get("library_loads") == 1
+    return directory, cache
+
+
+def assert_warm_start(run: dict[str, object]) -> None:
+    assert run["value"] == expected()
+    assert run.get("source_hits") == 1 and run.get("hits") == 1 and run.get("library_loads") == 1
+    assert not any(run.get(event) for event in ("misses", "stores", "corrupt", "library_errors", "object_loads",
+                                                "write_errors", "refused")), run
+    assert not run["llvmlite"]
+
+
+@needs_linker
+def test_a_cache_on_a_read_only_file_system_gives_a_warm_start(filled: tuple[Path, Path],
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    directory, cache = filled
+    before = sorted(path.name for path in cache.iterdir())
+    monkeypatch.setenv("READ_ONLY", "1")
+    assert_warm_start(run_script(directory / "read_only.py", cache))
+    assert sorted(path.name for path in cache.iterdir()) == before
+
+
+@needs_linker
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes a directory whatever its mode: see the read-only "
+                                              "file system test")
+def test_a_cache_directory_without_write_permission_gives_a_warm_start(filled: tuple[Path, Path]) -> None:
+    directory, cache = filled
+    before = sorted(path.name for path in cache.iterdir())
+    cache.chmod(0o500)
+    try:
+        assert_warm_start(run_script(directory / "read_only.py", cache))
+    finally:
+        cache.chmod(0o700)
+    assert sorted(path.name for path in cache.iterdir()) == before

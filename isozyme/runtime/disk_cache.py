@@ -29,9 +29,10 @@ atomic; a library is written before the entry that names it), so a reader sees a
 with concurrent writers. An entry, or its library, that is truncated, altered, written without the key,
 written for another key or kind, or not a regular file is detected; both files are deleted, counted in
 `stats["corrupt"]` and reported as a miss: the caller recompiles and writes a fresh entry. No cache
-failure is fatal: an unwritable directory only costs a recompilation next time (`stats["write_errors"]`).
-The temporary files and load copies a killed process leaves are removed when they are an hour old, the
-first time a process opens the directory (`LEFTOVERS`).
+failure is fatal: an unwritable directory only costs a recompilation next time (`stats["write_errors"]`),
+and its libraries load through a private temporary directory instead (`load_library`), so a read-only
+cache still gives warm starts. The temporary files and load copies a killed process leaves are removed
+when they are an hour old, the first time a process opens the directory (`LEFTOVERS`).
 
 `stats` counts the events of this process: `hits misses stores corrupt write_errors` of compiled code,
 the same prefixed with `source_` for the source index (and `source_stale`, `source_unkeyable`), `refused`,
@@ -43,6 +44,7 @@ one, and the HMAC is built on it (RFC 2104): `hashlib` and `hmac` load OpenSSL, 
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import struct
@@ -383,7 +385,8 @@ def _write(directory: OpenDirectory, key: str, metadata: dict[str, object], payl
 
 def load_library(image: bytes, symbols: list[str]) -> tuple[object, dict[str, int]]:
     """`shared_library.load` of `image`, a library `load` checked or one just linked, from a private copy
-    in the cache directory (never the entry's file). OSError when it does not load, or the cache is off."""
+    in the cache directory (never the entry's file), or, where this process cannot write the directory
+    (`UNWRITABLE`), in a private temporary directory. OSError when it does not load, or the cache is off."""
     from isozyme.runtime import shared_library  # ctypes: only where there is a library
 
     path = configured_directory()
@@ -391,13 +394,42 @@ def load_library(image: bytes, symbols: list[str]) -> tuple[object, dict[str, in
     if directory is None:
         raise OSError("the disk cache is off or refused: no private directory to load a library from")
     try:
-        return shared_library.load(image, symbols, _through_descriptor(directory))
+        return shared_library.load(image, symbols, _through_descriptor(directory.descriptor, directory.path))
+    except OSError as error:
+        if error.errno not in UNWRITABLE:  # written, but it did not load
+            raise
     finally:
         os.close(directory.descriptor)
+    return _load_through_temporary_directory(image, symbols)
 
 
-def _through_descriptor(directory: OpenDirectory) -> str:
+UNWRITABLE = frozenset({errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT})
+"""What writing the private copy raises in a directory this process may read but not write: no write
+permission, a read-only mount, a full disk or quota."""
+
+
+def _load_through_temporary_directory(image: bytes, symbols: list[str]) -> tuple[object, dict[str, int]]:
+    """`shared_library.load` from a new directory in the system's temporary one (`tempfile.mkdtemp`: made
+    by this process, mode 0700, checked as the cache directory is), removed once the library is loaded."""
+    import tempfile
+
+    from isozyme.runtime import shared_library
+
+    scratch = Path(tempfile.mkdtemp(prefix="isozyme-load-"))
+    try:
+        descriptor = private_files.open_directory(scratch, create=False)
+        try:
+            return shared_library.load(image, symbols, _through_descriptor(descriptor, scratch))
+        finally:
+            os.close(descriptor)
+    except private_files.Untrusted as problem:
+        raise OSError(f"no private directory to load a library from: {problem}") from None
+    finally:
+        os.rmdir(scratch)  # empty: the copy is removed once loaded
+
+
+def _through_descriptor(descriptor: int, path: Path) -> str:
     """A path to the directory through its open descriptor where the system has one: the directory checked,
     not one swapped in under its name since."""
-    proc = f"/proc/self/fd/{directory.descriptor}"
-    return proc if os.path.isdir(proc) else str(directory.path)
+    proc = f"/proc/self/fd/{descriptor}"
+    return proc if os.path.isdir(proc) else str(path)
