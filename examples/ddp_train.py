@@ -16,7 +16,12 @@ Run it:
 Each of the W processes (rank r) trains on its contiguous share of every batch, batch / W samples; as the
 loss is a mean and DDP averages the gradients, each step is the full batch's gradient step, so the
 parameters after N steps are those of the one-process run (to rounding: the sums are split differently).
-`--out FILE` writes them (rank 0) as a `.npz`; `tests/test_ddp_example.py` compares the runs.
+The script checks this itself. The loss it prints is the whole batch's (the mean of the processes' losses,
+all-reduced). After the steps each process trains the one-process reference on the full batch (or reads
+it: `--reference FILE`, a `.npz` written by `--out`) and compares its parameters with it; rank 0 prints the
+largest relative difference over the processes (max |p - p_ref| / max |p_ref| per parameter), and above
+`TOLERANCE` (1e-12) every process exits with status 1. `--out FILE` writes the parameters (rank 0).
+`tests/test_ddp_example.py` runs it with 2 processes, and once against a perturbed reference.
 
 On many machines it is the same script under torchrun's multi-node launch, e.g. on each of 2 nodes:
 `torchrun --nnodes 2 --nproc_per_node 8 --rdzv-backend c10d --rdzv-endpoint HOST:29500 examples/ddp_train.py`
@@ -27,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 
 import numpy as np
 import torch
@@ -82,17 +88,20 @@ def dataset(samples: int, features: int) -> tuple[torch.Tensor, torch.Tensor]:
     return x, t
 
 
-def train(steps: int, batch: int, features: int, hidden: int, lr: float, layer: str) -> dict[str, np.ndarray]:
-    """SGD on the model, data parallel when started by torchrun (WORLD_SIZE set); the final parameters."""
-    distributed = "WORLD_SIZE" in os.environ
-    rank, world = 0, 1
-    if distributed:
-        dist.init_process_group("gloo")
-        rank, world = dist.get_rank(), dist.get_world_size()
+TOLERANCE = 1e-12
+"""The largest relative difference from the one-process run accepted: f64 sums split over the processes
+differ from the full batch's by rounding (about 1e-16 a step), a wrong gradient by far more."""
+
+
+def train(steps: int, batch: int, features: int, hidden: int, lr: float, layer: str, rank: int = 0,
+          world: int = 1, report: bool = False) -> dict[str, np.ndarray]:
+    """SGD on the model, the final parameters. With `world` > 1 (the process group started) this process,
+    of rank `rank`, trains on its share of each batch under DDP. With `report`, rank 0 prints the loss of
+    the whole batch every few steps."""
     if batch % world:
         raise ValueError(f"--batch {batch} must split evenly over {world} processes")
     model = Regressor(features, hidden, layer)
-    trained = torch.nn.parallel.DistributedDataParallel(model) if distributed else model
+    trained = torch.nn.parallel.DistributedDataParallel(model) if world > 1 else model
     optimizer = torch.optim.SGD(trained.parameters(), lr=lr)
     x, t = dataset(steps * batch, features)
     share = batch // world
@@ -102,16 +111,61 @@ def train(steps: int, batch: int, features: int, hidden: int, lr: float, layer: 
         loss = torch.mean((trained(x[start:start + share]) - t[start:start + share]) ** 2)
         loss.backward()  # DDP: the all-reduce of the gradients (their mean over the processes)
         optimizer.step()
-        if rank == 0 and step % max(1, steps // 5) == 0:
-            print(f"step {step:4d}  loss on rank 0's share {loss.item():.6f}")
-    parameters = {name: p.detach().numpy().copy() for name, p in model.named_parameters()}
-    if distributed:
+        if report and step % max(1, steps // 5) == 0:
+            whole = mean_over_processes(loss.detach(), world)  # every process takes part
+            if rank == 0:
+                print(f"step {step:4d}  loss {whole:.12f}")
+    return {name: p.detach().numpy().copy() for name, p in model.named_parameters()}
+
+
+def mean_over_processes(value: torch.Tensor, world: int) -> float:
+    """The mean of `value` over the processes: with equal shares, the whole batch's loss from theirs."""
+    if world > 1:
+        value = value.clone()
+        dist.all_reduce(value, op=dist.ReduceOp.SUM)
+    return value.item() / world
+
+
+def max_relative_difference(parameters: dict[str, np.ndarray], reference: dict[str, np.ndarray]) -> float:
+    """max over the parameters of max |p - p_ref| / max |p_ref|: each relative to its own scale, so that a
+    parameter near zero (the head's bias starts at 0) does not divide by a small entry."""
+    if parameters.keys() != reference.keys():
+        raise ValueError(f"parameters {sorted(parameters)} against a reference of {sorted(reference)}")
+    return max(float(np.abs(parameters[name] - reference[name]).max() / np.abs(reference[name]).max())
+               for name in reference)
+
+
+def start_processes() -> tuple[int, int]:
+    """This process's rank and the number of processes: from torchrun (WORLD_SIZE set), the gloo group
+    started; else 0 and 1."""
+    if "WORLD_SIZE" not in os.environ:
+        return 0, 1
+    dist.init_process_group("gloo")
+    return dist.get_rank(), dist.get_world_size()
+
+
+def finish_processes(world: int) -> None:
+    """Stop the process group, if there is one."""
+    if world > 1:
         # every process reaches this point before any tears gloo down: without the barrier, under load a
         # process sometimes aborted in the teardown ("terminate called without an active exception") after
         # its last step, failing the run
         dist.barrier()
         dist.destroy_process_group()
-    return parameters
+
+
+def check(parameters: dict[str, np.ndarray], reference: dict[str, np.ndarray], rank: int, world: int) -> bool:
+    """Compare this process's parameters with the reference; the largest difference over the processes is
+    printed (rank 0) and judged: the same verdict in every process."""
+    difference = torch.tensor(max_relative_difference(parameters, reference), dtype=torch.float64)
+    if world > 1:
+        dist.all_reduce(difference, op=dist.ReduceOp.MAX)
+    passed = bool(difference.item() <= TOLERANCE)
+    if rank == 0:
+        print(f"{world} process{'es' if world > 1 else ''}: parameters after the steps, max relative difference "
+              f"{difference.item():.3e} to the 1-process reference (limit {TOLERANCE:.0e}): "
+              f"{'OK' if passed else 'FAIL'}")
+    return passed
 
 
 def main() -> None:
@@ -123,11 +177,27 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=0.1)
     parser.add_argument("--layer", choices=("isozyme", "torch"), default="isozyme")
     parser.add_argument("--out", help="write the final parameters here (.npz, from rank 0)")
+    parser.add_argument("--reference", help="compare with these parameters (.npz of a 1-process run's --out) "
+                                            "instead of training the 1-process reference")
     args = parser.parse_args()
-    parameters = train(args.steps, args.batch, args.features, args.hidden, args.lr, args.layer)
-    if args.out and int(os.environ.get("RANK", "0")) == 0:
+    settings = {name: getattr(args, name) for name in ("steps", "batch", "features", "hidden", "lr", "layer")}
+    reference = None
+    if args.reference:  # read before the steps: a missing file fails at once
+        with np.load(args.reference) as saved:
+            reference = dict(saved)
+    rank, world = start_processes()
+    parameters = train(**settings, rank=rank, world=world, report=True)
+    if reference is None and world > 1:
+        reference = train(**settings)  # the full batch in this one process, no DDP
+    passed = True
+    if reference is not None:
+        passed = check(parameters, reference, rank, world)
+    elif rank == 0:
+        print("1 process: this run is the 1-process reference (run it under torchrun, or pass --reference)")
+    finish_processes(world)
+    if args.out and rank == 0:
         np.savez(args.out, **parameters)
-
+    sys.exit(0 if passed else 1)
 
 if __name__ == "__main__":
     main()
