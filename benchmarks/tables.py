@@ -60,6 +60,8 @@ def stamp(document: Mapping[str, Any]) -> str:
     """The run in one paragraph: what, where, which code, when, the command, the versions, the verdict."""
     machine = document["machine"]
     where = f"{machine['cpu']}, {machine['cores_used']} of {machine['cores_total']} cores"
+    if machine["load_average"] is not None:
+        where += f", load {machine['load_average']:.1f} at the start"
     if machine["gpu"]:
         where += f", {machine['gpu']} (driver {machine['gpu_driver']})"
     elif machine["opencl_device"]:

@@ -7,8 +7,8 @@ A document (`write` makes it, `validate` checks it):
      "commit": "<40 hex digits>" | null, "dirty": false | true | null, "date": "2026-12-01T10:00:00Z",
      "isozyme_version": "0.1.0", "python": "3.12.3", "command": "python benchmarks/gmm_cpu.py --json ...",
      "environment": {"ISOZYME_OPENCL_DEVICE": "nvidia", ...},
-     "machine": {"cpu": "AMD EPYC", "cores_used": 2, "cores_total": 2, "gpu": null, "gpu_driver": null,
-                 "opencl_device": null, "kind": "epyc-2cores"},
+     "machine": {"cpu": "AMD EPYC", "cores_used": 2, "cores_total": 2, "load_average": 0.4, "gpu": null,
+                 "gpu_driver": null, "opencl_device": null, "kind": "epyc-2cores"},
      "peers": {"jax": "0.4.30", "jaxlib": "0.4.30", "torch": null, "numba": null, "numpy": "2.1.0"},
      "passed": true, "parameters": {...}, "rows": [ROW, ...], "extra": {...}}
 
@@ -19,9 +19,11 @@ A document (`write` makes it, `validate` checks it):
 - `command` is `sys.argv` as run (`python -m isozyme ...` for the package's `__main__`); `environment` the
   variables that change what runs (`ENVIRONMENT`), as they were at that import.
 - `machine`: the CPU model (`/proc/cpuinfo`), the cores this process may use (`os.sched_getaffinity`) and
-  the machine's; the GPU and its driver where the run used one (the OpenCL device isozyme chose, or CUDA
-  through PyTorch or JAX, named by `nvidia-smi`), and the OpenCL device whatever its type; `kind` a short
-  name of the machine for file names ("h200", "xeon-2cores"; `ISOZYME_MACHINE_KIND` overrides it).
+  the machine's, the load average over the minute before the run started (`os.getloadavg`: on a shared
+  machine, how many other processes wanted the cores; null where unknown); the GPU and its driver where the
+  run used one (the OpenCL device isozyme chose, or CUDA through PyTorch or JAX, named by `nvidia-smi`), and
+  the OpenCL device whatever its type; `kind` a short name of the machine for file names ("h200",
+  "xeon-2cores"; `ISOZYME_MACHINE_KIND` overrides it).
 - `peers`: the versions of the peer packages installed (null where not), read from their metadata.
 - `parameters`: the run's options; `extra`: what the script measured beyond rows (memory plans, targets).
 - `passed`: false if a row's check failed (or one outside the rows: the script says).
@@ -72,6 +74,7 @@ RESULTS_FOLDER = "benchmarks/results"
 
 STARTED = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 ENVIRONMENT_AT_START = {name: value for name, value in sorted(os.environ.items()) if ENVIRONMENT.fullmatch(name)}
+LOAD_AT_START = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
 
 TIMING_FIELDS = ("min_ms", "compile_ms", "first_call_s", "warm_first_call_s")
 """Optional numbers of a row (null allowed: a process that failed)."""
@@ -79,7 +82,7 @@ ROW_FIELDS = {"problem", "size", "variant", "kind", "median_ms", "check", "calls
               *TIMING_FIELDS}
 DOCUMENT_FIELDS = {"schema", "benchmark", "commit", "dirty", "date", "isozyme_version", "python", "command",
                    "environment", "machine", "peers", "passed", "parameters", "rows", "extra"}
-MACHINE_FIELDS = {"cpu", "cores_used", "cores_total", "gpu", "gpu_driver", "opencl_device", "kind"}
+MACHINE_FIELDS = {"cpu", "cores_used", "cores_total", "load_average", "gpu", "gpu_driver", "opencl_device", "kind"}
 
 
 # --- rows and checks ------------------------------------------------------------------------------------------
@@ -209,7 +212,8 @@ def machine_kind(cpu: str, cores_used: int, gpu: str | None) -> str:
 def machine() -> dict[str, Any]:
     used = accelerators()
     cpu, cores = cpu_model(), len(os.sched_getaffinity(0))
-    return {"cpu": cpu, "cores_used": cores, "cores_total": os.cpu_count() or cores, **used,
+    return {"cpu": cpu, "cores_used": cores, "cores_total": os.cpu_count() or cores,
+            "load_average": None if LOAD_AT_START is None else round(LOAD_AT_START, 2), **used,
             "kind": machine_kind(cpu, cores, used["gpu"])}
 
 
@@ -373,6 +377,9 @@ def validate_machine(value: object) -> list[str]:
             problems.append(f"machine.{key}: at least 1")
     for key in ("gpu", "gpu_driver", "opencl_device"):
         _expect(problems, f"machine.{key}", value.get(key, "missing"), (str,), nullable=True)
+    if _expect(problems, "machine.load_average", value.get("load_average", "missing"), (float,), nullable=True) \
+            and (value["load_average"] or 0.0) < 0:
+        problems.append("machine.load_average: negative")
     if _expect(problems, "machine.kind", value.get("kind"), (str,)) and \
             not re.fullmatch(r"[a-z0-9][a-z0-9._-]*", value["kind"]):
         problems.append(f"machine.kind: lower-case letters, digits, '.', '_' and '-' (a file name), "
