@@ -14,7 +14,10 @@ A document (`write` makes it, `validate` checks it):
 
 - `commit` is `git rev-parse HEAD` of the checkout the `isozyme` package was imported from (null outside
   one), `dirty` whether `git status --porcelain` lists anything there (the results folder,
-  `benchmarks/results/`, apart: a run that writes its results must not make the next one dirty).
+  `benchmarks/results/`, apart: a run that writes its results must not make the next one dirty). A copy of
+  a checkout without its `.git` (sent to another machine to run there) has them from whoever copied it:
+  `ISOZYME_SOURCE_COMMIT` (40 hex digits) and `ISOZYME_SOURCE_DIRTY` (0 or 1), which the "environment"
+  then shows (`source_state`).
 - `date` is when this process imported this module (the run's start), UTC, ISO 8601.
 - `command` is `sys.argv` as run (`python -m isozyme ...` for the package's `__main__`); `environment` the
   variables that change what runs (`ENVIRONMENT`), as they were at that import.
@@ -125,10 +128,20 @@ def git_state(directory: Path) -> tuple[str | None, bool | None]:
     return commit, None if status is None or commit is None else bool(status.strip())  # None: unknown
 
 
+def source_state(directory: Path, environ: Mapping[str, str]) -> tuple[str | None, bool | None]:
+    """`git_state(directory)`; outside a checkout, the commit and dirtiness `environ` declares for a copy of
+    one (module docstring), (None, None) without them."""
+    commit, dirty = git_state(directory)
+    declared = environ.get("ISOZYME_SOURCE_COMMIT", "")
+    if commit is None and re.fullmatch(r"[0-9a-f]{40}", declared):
+        return declared, {"0": False, "1": True}.get(environ.get("ISOZYME_SOURCE_DIRTY", ""))
+    return commit, dirty
+
+
 @functools.cache
 def _package_git_state() -> tuple[str | None, bool | None]:
-    """The package's checkout, once per process: before this run wrote anything."""
-    return git_state(PACKAGE)
+    """The package's checkout, once per process, at the first stamp: before this run wrote its results."""
+    return source_state(PACKAGE, ENVIRONMENT_AT_START)
 
 
 def command_line(argv: Sequence[str]) -> str:
