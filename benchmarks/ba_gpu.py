@@ -24,6 +24,9 @@ set; its seconds are reported, and for isozyme's rows those of the first call in
 cache filled, where only the driver builds). Checks: every call's value and gradient against the CPU's, the
 serial kernel on `llvm`, to 1e-10 relative in the max-norm (the same f64 math, sums and atomic adds in another
 order); a mismatch prints MISMATCH and the script exits with status 1 after writing everything.
+
+`--json` writes the results schema (`gmm_gpu.write_report`): isozyme's rows "natural" (the suite's kernels),
+the others "peer".
 """
 
 from __future__ import annotations
@@ -137,7 +140,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--serial", action="store_true")
     options = parser.parse_args(argv)
     return measure_sizes(options, lambda text, peers: measure(*sizes_of(text), peers, options.repeats, options.serial),
-                         lambda row: f"n={row['n']} m={row['m']} p={row['p']}", "ba_gpu.py", TOLERANCE, first_call)
+                         lambda row: f"n={row['n']} m={row['m']} p={row['p']}", "ba_gpu.py", first_call,
+                         "ba_sumsq gradient", lambda row: f"n={row['n']} m={row['m']} p={row['p']}")
 
 
 if __name__ == "__main__":

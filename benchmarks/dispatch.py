@@ -14,12 +14,14 @@ warm compiled derivative. Target (issue 25): `iz.grad` and `iz.autodiff` at most
 Checks: every variant's result before and after its samples is compared with the derivative worked out by
 hand (`2 x[0]`, `2 a`) within 1e-15 relative; a mismatch marks the row and the script exits with status 1
 after printing and writing everything.
+
+`--json` writes the results schema (`isozyme/benchmark_suite/results.py`): a row per variant, its problem
+the kernel and what is computed (`ROWS`), the targets under "extra".
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import statistics
 import sys
@@ -28,12 +30,24 @@ from pathlib import Path
 
 import numpy as np
 
-import isozyme as iz
-from isozyme import Array, f64
-from isozyme.benchmark_checks import Check, exit_status
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's isozyme, whose commit is recorded
+
+import isozyme as iz  # noqa: E402
+from isozyme import Array, f64  # noqa: E402
+from isozyme.benchmark_checks import Check, exit_status  # noqa: E402
+from isozyme.benchmark_suite import results  # noqa: E402
 
 TARGET_US = 5.0
 RTOL = 1e-15
+ROWS = {"first(x) primal": ("first(x) primal", "isozyme", "natural"),
+        "square(a) primal": ("square(a) primal", "isozyme", "natural"),
+        "iz.grad(first)(x)": ("first(x) gradient", "iz.grad", "natural"),
+        "iz.grad(square)(a)": ("square(a) gradient", "iz.grad", "natural"),
+        "iz.autodiff(first, Duplicated)": ("first(x) gradient", "iz.autodiff(Duplicated)", "natural"),
+        "iz.autodiff(square, Active)": ("square(a) gradient", "iz.autodiff(Active)", "natural"),
+        "jax.jit(grad)(x) on first": ("first(x) gradient", "jax.jit(grad)", "peer"),
+        "jax.jit(grad)(a) on square": ("square(a) gradient", "jax.jit(grad)", "peer")}
+"""Each variant's row in the results: (problem, variant, kind)."""
 
 
 @iz.kernel
@@ -81,6 +95,13 @@ def variants() -> dict[str, tuple[object, tuple, object, object]]:
     return table
 
 
+def result_row(name: str, row: dict, calls: int) -> dict:
+    """A variant's row of the results schema (`ROWS`)."""
+    problem, variant, kind = ROWS[name]
+    return results.row(problem, "1 element", variant, kind, row["median_us"] * 1e-3, row["check"],
+                       min_ms=row["min_us"] * 1e-3, calls=calls, details={"samples_us": row["samples_us"]})
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--number", type=int, default=20_000, help="calls per sample (default 20000)")
@@ -114,10 +135,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"target: {name} <= {TARGET_US} us: {target['median_us']:.2f} us "
               f"({'met' if target['met'] else 'not met'})")
     if args.json:
-        args.json.write_text(json.dumps({"host": platform.node(), "python": platform.python_version(),
-                                         "number": args.number, "repeat": args.repeat, "rows": rows,
-                                         "targets": targets,
-                                         "passed": all(c.passed for c in checks.values())}, indent=1) + "\n")
+        results.write(args.json, "dispatch", [result_row(name, row, args.number * args.repeat)
+                                              for name, row in rows.items()],
+                      {"number": args.number, "repeat": args.repeat}, {"targets": targets})
     return exit_status(checks.values(), "dispatch")
 
 

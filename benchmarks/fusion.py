@@ -29,16 +29,18 @@ OpenCL's atomic adds in any order); and the two settings' first gradients with e
 written to the JSON as "check": {"passed": false, ...} (each setting's, and the case's "fusion_check"),
 with "passed": false at the top; the script exits with status 1 after printing and writing everything.
 
-The script says when fusion left the program unchanged, prints the table side by side and writes the JSON to
-`benchmarks/results/fusion_<device>.json`. With default sizes it takes well under a minute on PoCL with 2
-cores after compiling; `--quick` (small sizes, for the tests) a few seconds.
+The script says when fusion left the program unchanged, prints the table side by side and writes the JSON
+(the results schema, `isozyme/benchmark_suite/results.py`: a row per case and setting, both "natural", the
+counts in each row's "details", the check of on against off with the "fusion on" row's) to
+`benchmarks/results/fusion_<machine kind>.json` unless `--json` names a file. With default sizes it takes
+well under a minute on PoCL with 2 cores after compiling; `--quick` (small sizes, for the tests) a few
+seconds.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import re
 import statistics
@@ -51,12 +53,13 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path[:0] = [str(ROOT / "tests"), str(ROOT)]  # this checkout's isozyme, whose commit is recorded
 
 from example_modules import load_example  # noqa: E402  (tests/example_modules.py)
 
 import isozyme as iz  # noqa: E402
-from isozyme.benchmark_checks import MISMATCH, Check, exit_status  # noqa: E402
+from isozyme.benchmark_checks import MISMATCH, Check, checks_json, exit_status  # noqa: E402
+from isozyme.benchmark_suite import results  # noqa: E402
 from isozyme.runtime import opencl_counters, opencl_device  # noqa: E402
 
 SETTINGS = {"off": "0", "on": "1"}
@@ -70,20 +73,22 @@ FUSION_REASON = "fusion merges loops and reorders no arithmetic; OpenCL's atomic
 
 class Case:
     """One gradient to measure: a kernel, its activities for `iz.show_memory`, a call (on OpenCL) and its
-    reference (the same gradient on the `llvm` backend)."""
+    reference (the same gradient on the `llvm` backend); `size` names the sizes in the results' rows."""
 
     def __init__(self, name: str, kernel: Any, activity: tuple[str, ...], sizes: dict[str, Any],
-                 call: Callable[[], tuple[np.ndarray, ...]], reference: Callable[[], tuple[np.ndarray, ...]]) -> None:
+                 call: Callable[[], tuple[np.ndarray, ...]], reference: Callable[[], tuple[np.ndarray, ...]],
+                 size: str = "") -> None:
         self.name, self.kernel, self.activity, self.sizes, self.call = name, kernel, activity, sizes, call
-        self.reference = reference
+        self.reference, self.size = reference, size
 
 
 def cases(quick: bool, heat_sizes: list[int]) -> list[Case]:
     mlp, heat = load_example("mlp"), load_example("heat")
     problem = mlp.mlp_data(d=32, hidden=32, out=32, batch=16) if quick else mlp.mlp_data(d=255, batch=64)
     mlp_gradient, mlp_reference = mlp.mlp_gradient("opencl"), mlp.mlp_gradient("llvm")
+    layers = f"{problem.W1.shape[1]}-{problem.W1.shape[0]}-{problem.W2.shape[0]} batch {problem.X.shape[1]}"
     made = [Case("mlp", mlp.mlp_loss, ("dup",) * 4 + ("const",) * 2, problem._asdict(),
-                 lambda: tuple(mlp_gradient(*problem)), lambda: tuple(mlp_reference(*problem)))]
+                 lambda: tuple(mlp_gradient(*problem)), lambda: tuple(mlp_reference(*problem)), layers)]
     heat_gradient = iz.grad(heat.heat, argnums=0, backend="opencl")
     heat_reference = iz.grad(heat.heat, argnums=0, backend="llvm")
     steps = 10 if quick else HEAT_STEPS
@@ -91,7 +96,7 @@ def cases(quick: bool, heat_sizes: list[int]) -> list[Case]:
         u = np.sin(np.linspace(0.0, np.pi, n)) + 0.1 * np.random.default_rng(n).standard_normal(n)
         made.append(Case(f"heat {n}", heat.heat, ("dup", "active", "const"), {"u": n, "steps": steps},
                          lambda u=u, steps=steps: (heat_gradient(u.copy(), 0.4, steps),),
-                         lambda u=u, steps=steps: (heat_reference(u.copy(), 0.4, steps),)))
+                         lambda u=u, steps=steps: (heat_reference(u.copy(), 0.4, steps),), f"n={n} steps={steps}"))
     return made
 
 
@@ -151,13 +156,19 @@ def measure(case: Case, repeats: int) -> tuple[dict[str, dict[str, Any]], dict[s
     return results, checks
 
 
-def device_tag(name: str) -> str:
-    """A short file name part for a device: pocl, or the device name's words."""
-    lowered = name.lower()
-    if "portable computing" in lowered or "pocl" in lowered:
-        return "pocl"
-    words = re.findall(r"[a-z0-9]+", lowered.split(":")[-1])
-    return "_".join(w for w in words if w not in ("nvidia", "corporation"))[:40] or "device"
+def result_rows(case: Case, measured: dict[str, dict[str, Any]], checks: dict[str, Check]) -> list[dict[str, Any]]:
+    """The case's rows of the results schema: one per setting, the counts in "details" (module docstring)."""
+    made = []
+    for setting, result in measured.items():
+        check = checks_json({"gradient": checks[setting], "fusion on against off": checks["fusion"]}) \
+            if setting == "on" else checks[setting].as_dict()
+        details = {key: value for key, value in result.items() if key not in ("case", "seconds", "median_s", "min_s",
+                                                                              "check")}
+        made.append(results.row(f"{case.name.split()[0]} gradient", case.size, f"fusion {setting}", "natural",
+                                result["median_s"] * 1e3, check, min_ms=result["min_s"] * 1e3,
+                                calls=len(result["seconds"]), details=details))
+    made[-1]["ratios"] = {"off/on": measured["off"]["median_s"] / measured["on"]["median_s"]}
+    return made
 
 
 def mark(checks: dict[str, Check]) -> str:
@@ -193,7 +204,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     repeats = args.repeats if args.repeats is not None else (2 if args.quick else 25)
     heat_sizes = [int(n) for n in (args.heat or ("200" if args.quick else "1000,2048,4096")).split(",")]
-    measured, checks = zip(*(measure(case, repeats) for case in cases(args.quick, heat_sizes)), strict=True)
+    made = cases(args.quick, heat_sizes)
+    measured, checks = zip(*(measure(case, repeats) for case in made), strict=True)
     name = opencl_device.device().name
     print(f"loop fusion off -> on, OpenCL gradients on {name}")
     print(table([(m["off"], m["on"]) for m in measured], checks))
@@ -206,14 +218,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     serialized = [m["on"]["case"] for m in measured if m["on"]["serial_prange"] > m["off"]["serial_prange"]]
     if serialized:
         print(f"with fusion, more prange loops run serially (SerialLoopWarning) in: {', '.join(serialized)}")
-    output = Path(args.json) if args.json else ROOT / "benchmarks" / "results" / f"fusion_{device_tag(name)}.json"
-    output.parent.mkdir(parents=True, exist_ok=True)
+    output = Path(args.json) if args.json else \
+        ROOT / results.RESULTS_FOLDER / results.file_name("fusion", results.machine()["kind"])
     every_check = [check for case_checks in checks for check in case_checks.values()]
-    summary = {"device": name, "quick": args.quick, "repeats": repeats, "heat_steps": 10 if args.quick else HEAT_STEPS,
-               "passed": all(check.passed for check in every_check), "gradient_differences": differences,
-               "unchanged": unchanged, "more_serial_prange_loops": serialized,
-               "cases": [{**m, "fusion_check": c["fusion"].as_dict()} for m, c in zip(measured, checks, strict=True)]}
-    output.write_text(json.dumps(summary, indent=1) + "\n")
+    results.write(output, "fusion", [row for case, m, c in zip(made, measured, checks, strict=True)
+                                     for row in result_rows(case, m, c)],
+                  {"quick": args.quick, "repeats": repeats, "heat": heat_sizes,
+                   "heat_steps": 10 if args.quick else HEAT_STEPS},
+                  {"gradient_differences": differences, "unchanged": unchanged, "more_serial_prange_loops": serialized})
     print(f"wrote {output}")
     return exit_status(every_check, "fusion.py")
 

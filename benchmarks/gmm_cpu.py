@@ -22,27 +22,36 @@ Checks: every result of every call, the warm-up's included, against the first re
 (max-norm relative: 1e-12 for the strict variants, 1e-9 for reassoc and JAX, whose sums are in another
 order); a mismatch marks the row MISMATCH and the script exits with status 1 after printing and writing
 everything.
+
+`--json` writes the results schema (`isozyme/benchmark_suite/results.py`): a row per size and variant, the
+by-component kernels "tuned" (their loops swapped by hand), JAX a "peer", the rest "natural".
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
 import statistics
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "benchmarks"), str(ROOT / "examples"), str(ROOT)]
 
 import isozyme as iz  # noqa: E402
-from isozyme.benchmark_checks import relative_error  # noqa: E402
+from isozyme.benchmark_checks import MISMATCH, Check, exit_status  # noqa: E402
+from isozyme.benchmark_suite import results  # noqa: E402
 
 STRICT, REORDERED = 1e-12, 1e-9
+REASONS = {STRICT: "the same strict f64 math (threads: each point's terms summed in the same order)",
+           REORDERED: "the same f64 math, its sums in another order"}
+
+
+def kind_of(variant: str) -> str:
+    """The variant's kind in the results (module docstring)."""
+    return "peer" if variant == "jax" else "tuned" if "by component" in variant else "natural"
 
 
 def variants(d: int, K: int, n: int) -> tuple[tuple, dict[str, tuple[Callable[[], tuple], float]]]:
@@ -77,27 +86,36 @@ def variants(d: int, K: int, n: int) -> tuple[tuple, dict[str, tuple[Callable[[]
     return args, table
 
 
-def measure(d: int, K: int, n: int, repeats: int) -> dict[str, object]:
+def measure(d: int, K: int, n: int, repeats: int) -> tuple[list[dict[str, Any]], list[Check]]:
+    """A results row per variant, and its check: every call against the first result of `isozyme`."""
     _, table = variants(d, K, n)
     times: dict[str, list[float]] = {name: [] for name in table}
-    results: dict[str, list[tuple]] = {name: [] for name in table}
+    returned: dict[str, list[tuple]] = {name: [] for name in table}
     for index in range(repeats + 1):
         for name, (call, _) in table.items():
             start = time.perf_counter()
-            returned = call()
+            value = call()
             elapsed = time.perf_counter() - start
-            results[name].append(returned)
+            returned[name].append(value)
             if index:
                 times[name].append(elapsed)
-    reference = results["isozyme"][0]
-    errors = {name: max(relative_error(r, reference) for r in calls) for name, calls in results.items()}
-    passed = {name: bool(errors[name] <= table[name][1]) for name in table}
-    seconds = {name: statistics.median(values) for name, values in times.items()}
-    row: dict[str, object] = {"row": f"d={d} K={K} n={n}", "seconds": seconds, "relative_errors": errors,
-                              "check": {"passed": all(passed.values()), "variants": passed}}
-    if "jax" in seconds:
-        row["vs_jax"] = {name: seconds["jax"] / value for name, value in seconds.items() if name != "jax"}
-    return row
+    size, rows, checks = f"d={d} K={K} n={n}", [], []
+    for name, (_, tolerance) in table.items():
+        check = Check(f"GMM {size} {name} gradient against the first of isozyme's", tolerance, REASONS[tolerance])
+        for value in returned[name]:
+            check.compare(value, returned["isozyme"][0])
+        rows.append(results.row("gmm gradient", size, name, kind_of(name), statistics.median(times[name]) * 1e3,
+                                check.as_dict(), min_ms=min(times[name]) * 1e3, calls=repeats))
+        checks.append(check)
+    return rows, checks
+
+
+def print_size(rows: list[dict[str, Any]]) -> None:
+    jax = next((row["median_ms"] for row in rows if row["variant"] == "jax"), None)
+    cells = "  ".join(f"{row['variant']} {row['median_ms']:8.3f} ms"
+                      + (f" ({jax / row['median_ms']:.2f}x jax)" if jax and row["variant"] != "jax" else "")
+                      + ("" if row["check"]["passed"] else f" {MISMATCH}") for row in rows)
+    print(f"{rows[0]['size']:<20} {cells}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -107,24 +125,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=9)
     parser.add_argument("--json", metavar="FILE")
     options = parser.parse_args(argv)
-    rows = []
+    rows: list[dict[str, Any]] = []
+    checks: list[Check] = []
     for size in options.sizes.split(","):
         d, K = map(int, size.split("x"))
         repeats = options.repeats if d * K < 1000 else max(options.repeats // 2, 2)
-        rows.append(measure(d, K, options.n, repeats))
-        row = rows[-1]
-        ratios = row.get("vs_jax", {})
-        cells = "  ".join(f"{name} {seconds * 1e3:8.3f} ms" + (f" ({ratios[name]:.2f}x jax)" if name in ratios else "")
-                          for name, seconds in row["seconds"].items())
-        print(f"{row['row']:<20} {cells}" + ("" if row["check"]["passed"] else "  MISMATCH"))
-    passed = all(row["check"]["passed"] for row in rows)
+        size_rows, size_checks = measure(d, K, options.n, repeats)
+        print_size(size_rows)
+        rows += size_rows
+        checks += size_checks
     if options.json:
-        report = {"threads": iz.get_num_threads(), "cpus": len(os.sched_getaffinity(0)),
-                  "machine": platform.machine(), "processor": platform.processor(),
-                  "python": platform.python_version(), "passed": passed, "rows": rows}
-        Path(options.json).write_text(json.dumps(report, indent=1))
-    return 0 if passed else 1
-
+        results.write(options.json, "gmm_cpu", rows, {"sizes": options.sizes, "n": options.n,
+                                                      "repeats": options.repeats, "threads": iz.get_num_threads()})
+    return exit_status(checks, "gmm_cpu.py")
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -36,6 +36,11 @@ driver's build) with an empty disk cache (`ISOZYME_CACHE_DIR` a fresh folder), a
 process with that cache filled (`--first-call`, run as a subprocess), where only the driver builds.
 `--profile` prints and stores the profile (`iz.profile()`) of one call of each isozyme variant. `--plot`
 draws the medians as bars per size and precision, on a log scale (the rows whose checks passed).
+
+`--json` writes the results schema (`isozyme/benchmark_suite/results.py`, `result_rows`; `ba_gpu.py`,
+`mlp_gpu.py` and `lstm_gpu.py` too, `write_report`): a row per size, precision and variant, `isozyme
+points` "natural" (the example's loops), the formulations of `benchmarks/tuned/gmm_gpu_kernels.py` "tuned",
+JAX and PyTorch "peer".
 """
 
 from __future__ import annotations
@@ -62,6 +67,7 @@ if __name__ == "__main__" and "ISOZYME_CACHE_DIR" not in os.environ:  # cold com
 import isozyme as iz  # noqa: E402
 from isozyme import Const, Duplicated  # noqa: E402
 from isozyme.benchmark_checks import MISMATCH, Check, exit_status  # noqa: E402
+from isozyme.benchmark_suite import results  # noqa: E402
 from isozyme.runtime.opencl_device import device  # noqa: E402
 
 TOLERANCE = {"f64": 1e-10, "f32": 2e-3}
@@ -292,10 +298,11 @@ def warm_first_calls(script: str, size: str, row: dict[str, Any]) -> None:
 
 
 def measure_sizes(options: argparse.Namespace, measure_one: Callable[[str, list[str]], tuple[dict, list[Check]]],
-                  title: Callable[[dict], str], script: str, tolerance: float,
-                  first_call: Callable[[str, str], float]) -> int:
+                  title: Callable[[dict], str], script: str, first_call: Callable[[str, str], float], problem: str,
+                  size: Callable[[dict], str], tuned: Collection[str] = ()) -> int:
     """`measure_one(size, peers)` for each of `options.sizes`, each row printed under its `title`; the exit
-    status and the JSON of `write_report`. Compiles are cold: `ISOZYME_CACHE_DIR` is a new folder unless it
+    status and the JSON of `write_report` (rows of `problem` at `size(row)`, the isozyme variants named in
+    `tuned` "tuned", the others "natural"). Compiles are cold: `ISOZYME_CACHE_DIR` is a new folder unless it
     is set; after each row, `warm_first_calls` runs `first_call(size, variant)` (the seconds of that
     variant's first call) in new processes, which is what `--first-call` does."""
     if options.first_call:
@@ -310,19 +317,46 @@ def measure_sizes(options: argparse.Namespace, measure_one: Callable[[str, list[
         warm_first_calls(script, text, row)
         print(title(row))
         print_variants(row)
-        rows.append(row)
+        rows += result_rows(row, problem, size(row), lambda name: kind_of(name, tuned))
         checks.extend(row_checks)
-    return write_report(options.json, rows, checks, script, tolerance)
+    return write_report(options, rows, checks, script)
 
 
-def write_report(path: str | None, rows: list[dict[str, Any]], checks: list[Check], script: str,
-                 tolerance: float) -> int:
-    """The exit status of a run of `script` (1 if a check failed), its rows written as JSON to `path`."""
+def kind_of(variant: str, tuned: Collection[str] = ()) -> str:
+    """isozyme's variants "natural" unless named in `tuned`; the rest are peers."""
+    return ("tuned" if variant in tuned else "natural") if variant.startswith("isozyme") else "peer"
+
+
+def result_rows(row: dict[str, Any], problem: str, size: str, kind: Callable[[str], str],
+                precision: bool = False) -> list[dict[str, Any]]:
+    """A row of `measure_variants` (or of `measure`: with `precision`, its keys end in the precision, which
+    goes into the size) as rows of the results schema: median, first calls, check, profile."""
+    made = []
+    for key, ms in row["ms"].items():
+        variant, at = (key.rsplit(" ", 1)[0], f"{size} {key.rsplit(' ', 1)[1]}") if precision else (key, size)
+        check, warm = row["checks"][key], f"{key}, warm disk cache"
+        fields: dict[str, Any] = {"first_call_s": row["first_call_s"][key]}
+        if warm in row["first_call_s"]:
+            fields["warm_first_call_s"] = row["first_call_s"][warm]
+        if key in row.get("profiles", {}):
+            fields["details"] = {"profile": row["profiles"][key]}
+        made.append(results.row(problem, at, variant, kind(variant), ms, check, calls=check["calls"] - 1, **fields))
+    return made
+
+
+def write_report(options: argparse.Namespace, rows: list[dict[str, Any]], checks: list[Check], script: str) -> int:
+    """The exit status of a run of `script` (1 if a check failed), its rows written to `options.json` in the
+    results schema, its options the parameters."""
     status = exit_status(checks, script)
-    if path:
-        report = {"device": device().name, "passed": status == 0, "tolerance": tolerance, "rows": rows}
-        Path(path).write_text(json.dumps(report, indent=1))
+    if options.json:
+        results.write(options.json, Path(script).stem, rows, parameters_of(options), passed=status == 0)
     return status
+
+
+def parameters_of(options: argparse.Namespace) -> dict[str, Any]:
+    """The options of a run that say what it measured (not where it wrote)."""
+    return {key: value for key, value in vars(options).items() if key not in ("json", "plot", "from_json",
+                                                                               "first_call")}
 
 
 def first_call_seconds(n: int, d: int, K: int, precision: str, variant: str) -> float:
@@ -408,13 +442,15 @@ COLORS = {"isozyme pairs": "#1f77b4", "isozyme pairs_qmu": "#ff7f0e", "isozyme s
 
 
 def plot(rows: list[dict[str, Any]], path: str) -> None:
-    """Bars of the median ms of each variant (checks passed), a group per size and precision, log scale."""
+    """Bars of the median ms of each variant (results rows whose checks passed), a group per size and
+    precision, log scale."""
     import math
 
-    groups = [(f"n={r['n']} d={r['d']} K={r['K']} {p}", {k.rsplit(" ", 1)[0]: v for k, v in r["ms"].items()
-                                                        if k.endswith(p) and r["checks"][k]["passed"]})
-              for r in rows for p in ("f64", "f32")]
-    groups = [(label, bars) for label, bars in groups if bars]
+    grouped: dict[str, dict[str, float]] = {}
+    for row in rows:
+        if row["check"]["passed"]:
+            grouped.setdefault(row["size"], {})[row["variant"]] = row["median_ms"]
+    groups = list(grouped.items())
     top, height, left, bar = 40, 300, 60, 22
     lo, hi = -1, max(1, math.ceil(math.log10(max(v for _, bars in groups for v in bars.values()))))
     width = left + sum(len(bars) * bar + 30 for _, bars in groups) + 20
@@ -472,19 +508,20 @@ def main(argv: list[str] | None = None) -> int:
     if not set(formulations) <= set(FORMULATIONS):
         parser.error(f"--variants must name some of {', '.join(FORMULATIONS)}, got {options.variants!r}")
     print(f"device: {device().name}", flush=True)
-    rows, checks = [], []
+    rows: list[dict[str, Any]] = []
+    checks: list[Check] = []
     for size in options.sizes.split(","):
         n, d, K = map(int, size.split("x"))
         print(f"GMM gradient n={n} d={d} K={K}", flush=True)
         row, row_checks = measure(n, d, K, options.precisions.split(","), peers, options.repeats, options.profile,
                                   formulations)
         print_row(row)
-        rows.append(row)
+        rows += result_rows(row, "gmm gradient", f"n={n} d={d} K={K}",
+                            lambda name: kind_of(name, {f"isozyme {f}" for f in FORMULATIONS if f != "points"}),
+                            precision=True)
         checks += row_checks
         if options.json:  # after each row: a run cut short keeps the rows it measured
-            Path(options.json).write_text(json.dumps({"device": device().name,
-                                                      "passed": all(c.passed for c in checks), "rows": rows},
-                                                     indent=1))
+            results.write(options.json, "gmm_gpu", rows, parameters_of(options))
     if options.plot:
         plot(rows, options.plot)
     return exit_status(checks, "gmm_gpu.py")

@@ -36,6 +36,10 @@ tool and kernel, so imports cost what they cost in an ordinary install, even whe
 
 numba is optional: without it the numba columns say "skipped". Ratios are isozyme / peer, so below 1
 means isozyme is faster. Timings are of this machine only; the host is printed first.
+
+`--json` writes the results schema (`isozyme/benchmark_suite/results.py`, `result_rows`): rows of the first
+calls (cold and warm), of the per-call overhead and of the GMM objective, isozyme's "natural", numba's,
+numpy's and plain Python's "peer"; the host, the imports, the phases and the targets under "extra".
 """
 
 import json
@@ -223,9 +227,12 @@ import llvmlite  # noqa: E402
 import llvmlite.binding as llvm  # noqa: E402
 import numpy as np  # noqa: E402
 
+sys.path.insert(0, ROOT)  # the driver's isozyme is this checkout's, whose commit the results record
+
 import isozyme as iz  # noqa: E402
 from isozyme import Array, f64  # noqa: E402
 from isozyme.benchmark_checks import MISMATCH, Check, exit_status  # noqa: E402
+from isozyme.benchmark_suite import results as results_schema  # noqa: E402
 
 try:
     import numba
@@ -591,6 +598,32 @@ def targets(compile_results: dict, overhead: dict, gmm_results: dict) -> list[di
     return checks
 
 
+def result_rows(results: dict, args: argparse.Namespace) -> list[dict]:
+    """The measurements of `run` as rows of the results schema (module docstring)."""
+    def kind(tool: str) -> str:
+        return "natural" if tool == "isozyme" else "peer"
+    made = []
+    for kernel, per in results["compile"]["kernels"].items():
+        for tool, modes in per.items():
+            for mode, stats in modes.items():
+                made.append(results_schema.row(
+                    f"{kernel} first call in a new process", f"{mode} disk cache", tool, kind(tool),
+                    stats["first_call_median_s"] * 1e3, CHECKS[f"{kernel} {tool} child"].as_dict(),
+                    min_ms=stats["first_call_min_s"] * 1e3, calls=len(stats["runs"]),
+                    details={"second_call_median_s": stats["second_call_median_s"]}))
+    for label, per in results["overhead"].items():
+        for tool, stats in per.items():
+            made.append(results_schema.row("per-call overhead", label, tool, kind(tool), stats["median_s"] * 1e3,
+                                           CHECKS[f"{label} {tool}"].as_dict(), min_ms=stats["min_s"] * 1e3,
+                                           calls=args.number * args.repeat))
+    for size, per in results["gmm"].items():
+        for tool, stats in per.items():
+            made.append(results_schema.row("gmm objective", size, tool, kind(tool), stats["median_s"] * 1e3,
+                                           CHECKS[f"gmm {size} {tool}"].as_dict(), min_ms=stats["min_s"] * 1e3,
+                                           calls=stats["rounds"]))
+    return made
+
+
 def parse_sizes(text: str) -> list[tuple[int, int, int]]:
     sizes = []
     for part in text.split(","):
@@ -631,8 +664,12 @@ def run(args: argparse.Namespace) -> None:
     results["wall_s"] = time.perf_counter() - started
     print(f"\nwall time {results['wall_s']:.1f} s")
     if args.json:
-        with open(args.json, "w") as file:
-            json.dump(results, file, indent=1)
+        extra = {key: results[key] for key in ("host", "first_call_phases", "targets", "wall_s")}
+        extra.update({key: results["compile"][key] for key in ("import_isozyme_median_s", "import_numba_median_s")})
+        results_schema.write(args.json, "llvm_backend", result_rows(results, args),
+                             {"runs": args.runs, "number": args.number, "repeat": args.repeat,
+                              "sizes": ["x".join(map(str, size)) for size in args.sizes], "min_time": args.min_time},
+                             extra, passed=results["passed"])
         print(f"results written to {args.json}")
 
 

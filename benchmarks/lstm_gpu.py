@@ -24,6 +24,9 @@ set; its seconds are reported, and for isozyme's rows those of the first call in
 cache filled, where only the driver builds). Checks: every call's value and gradient against the CPU's,
 `lstm_objective` on `llvm`, to 1e-10 relative in the max-norm (the same f64 math; the peers sum the cells in
 another order); a mismatch prints MISMATCH and the script exits with status 1 after writing everything.
+
+`--json` writes the results schema (`gmm_gpu.write_report`): isozyme's row "natural" (the suite's kernel),
+the others "peer".
 """
 
 from __future__ import annotations
@@ -134,8 +137,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.description = __doc__.splitlines()[0]
     options = parser.parse_args(argv)
     return measure_sizes(options, lambda text, peers: measure(*sizes_of(text), peers, options.repeats),
-                         lambda row: f"l={row['l']} c={row['c']} b={row['b']}", "lstm_gpu.py", TOLERANCE,
-                         first_call)
+                         lambda row: f"l={row['l']} c={row['c']} b={row['b']}", "lstm_gpu.py", first_call,
+                         "lstm gradient", lambda row: f"l={row['l']} c={row['c']} b={row['b']}")
 
 
 if __name__ == "__main__":

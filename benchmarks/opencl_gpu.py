@@ -40,14 +40,18 @@ the first gradient of the example's serial kernel on the CPU. The GPU's GMM grad
 `--repeat-checks` times (default 20) after its warm-up, every result checked: a race shows in some calls
 only. The tolerance is `GPU_TOLERANCE`, 1e-10 relative in the max-norm (the same f64 math, its sums taken
 in another order). A failed check is marked MISMATCH in its printed line and written to the JSON as
-"check": {"passed": false, ...} (a row of several variants: {"passed": false, "checks": {...}}), with
-"passed": false at the top; the script exits with status 1 after printing and writing everything.
+"check": {"passed": false, ...}, with "passed": false at the top; the script exits with status 1 after
+printing and writing everything.
+
+`--json` writes the results schema (`isozyme/benchmark_suite/results.py`, `result_rows`): rows of the device
+copy (`enqueue_copy` a "peer", the driver's), of the elementwise primal and gradient (their bandwidth as a
+fraction of the copy's in "ratios"), from idle and in a row, of the shared parameter's gradient and of the
+GMM gradients, every isozyme row "natural".
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -58,13 +62,14 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+sys.path[:0] = [str(Path(__file__).resolve().parents[1] / "examples"), str(Path(__file__).resolve().parents[1])]
 
 from gmm import HALF_LOG_2PI, log_wishart_prior, logsumexp, qtimesx, sqnorm  # noqa: E402  (examples/gmm.py)
 
 import isozyme as iz  # noqa: E402
 from isozyme import Active, Array, Const, Duplicated, f64, i64  # noqa: E402
 from isozyme.benchmark_checks import MISMATCH, Check, checks_json, exit_status  # noqa: E402
+from isozyme.benchmark_suite import results  # noqa: E402
 from isozyme.runtime.opencl_device import device  # noqa: E402
 
 GRADIENT_BYTES = 72
@@ -359,6 +364,47 @@ def print_shared(row: dict[str, Any], check: Check) -> None:
           f"(relative error {check.error:.1e} over {check.calls} calls, {verdict([check])})", flush=True)
 
 
+REDUCTIONS = {"group": "isozyme, work-group sums", "atomic": "isozyme, an atomic add per work item"}
+GMM_ROWS = {"cpu": "isozyme serial, CPU (llvm)", "cpu_prange": "isozyme prange, CPU (llvm)",
+            "gpu": "isozyme prange, GPU (opencl)"}
+
+
+def bandwidth_rows(b: dict[str, Any], checks: dict[str, Check], when: str) -> list[dict[str, Any]]:
+    """The copies' and the elementwise kernel's rows of the results schema, from `bandwidth` or `back_to_back`."""
+    size, copy_ms = f"n={b['n']} {when}", 16 * b["n"] * 1e-6 / b["copy_GBps"]
+    made = [results.row("device copy", size, "enqueue_copy", "peer", copy_ms, checks["copy"].as_dict(),
+                        details={"GBps": b["copy_GBps"]})]
+    if "copy_kernel_GBps" in b:
+        made.append(results.row("device copy", size, "isozyme copy kernel", "natural",
+                                16 * b["n"] * 1e-6 / b["copy_kernel_GBps"], checks["copy_kernel"].as_dict(),
+                                details={"GBps": b["copy_kernel_GBps"]}))
+    for part in ("primal", "gradient"):
+        details = {"GBps": b[f"{part}_GBps"], **{key.removeprefix(f"{part}_"): value for key, value in b.items()
+                                                 if key.startswith(f"{part}_loop_kernels_")}}
+        made.append(results.row(f"elementwise {part}", size, "isozyme", "natural", b[f"{part}_ms"],
+                                checks[part].as_dict(), details=details,
+                                ratios={"of the copy's bandwidth": b[f"{part}_GBps"] / b["copy_GBps"]}))
+    return made
+
+
+def result_rows(report: dict[str, Any], checks: dict[str, dict[str, Check]]) -> list[dict[str, Any]]:
+    """The report's rows of the results schema (module docstring); `checks` by the report's keys."""
+    made = []
+    for key, when in (("bandwidth", "from idle"), ("back_to_back", "in a row")):
+        if key in report:
+            made += bandwidth_rows(report[key], checks[key], when)
+    for row in report.get("shared", []):
+        made.append(results.row("shared parameter gradient", f"n={row['n']}", REDUCTIONS[row["mode"]], "natural",
+                                row["ms"], row["check"]))
+    for row in report.get("gmm", []):
+        for name, variant in GMM_ROWS.items():
+            made.append(results.row("gmm gradient", f"n={row['n']} d={row['d']} K={row['K']}", variant, "natural",
+                                    row[f"{name}_ms"], row["check"]["checks"][name],
+                                    calls=row["check"]["checks"][name]["calls"] - 1,
+                                    **({"ratios": {"CPU serial/GPU": row["gpu_speedup"]}} if name == "gpu" else {})))
+    return made
+
+
 def parse_gmm_sizes(text: str) -> Iterator[tuple[int, int, int]]:
     for size in (v for v in text.split(",") if v):
         n, d, k = (int(v) for v in size.split("x"))
@@ -378,18 +424,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", type=Path)
     options = parser.parse_args(argv)
     print(f"device: {device().name}", flush=True)
-    report: dict[str, object] = {"device": device().name, "passed": True}
+    report: dict[str, Any] = {}
     every_check: list[Check] = []
+    bandwidth_checks: dict[str, dict[str, Check]] = {}
 
     def write() -> None:
-        report["passed"] = all(check.passed for check in every_check)
         if options.json:
-            options.json.write_text(json.dumps(report, indent=2))
+            results.write(options.json, "opencl_gpu", result_rows(report, bandwidth_checks),
+                          {key: value for key, value in vars(options).items() if key != "json"},
+                          passed=all(check.passed for check in every_check))
     for key, label, (b, checks) in (("bandwidth", "from idle", bandwidth(options.n, options.repeats)),
                                     ("back_to_back", f"in a row ({options.repeats} calls each)",
                                      back_to_back(options.n, options.repeats))):
         every_check += checks.values()
-        report[key] = {**b, "check": checks_json(checks)}
+        report[key], bandwidth_checks[key] = b, checks
         kernel_copy = f" (isozyme copy kernel {b['copy_kernel_GBps']:.0f})" if "copy_kernel_GBps" in b else ""
         print(f"{label}: copy {b['copy_GBps']:.0f} GB/s{kernel_copy}; elementwise primal {b['primal_GBps']:.0f} "
               f"GB/s = {100 * b['primal_GBps'] / b['copy_GBps']:.0f}% of copy; gradient {b['gradient_GBps']:.0f} "

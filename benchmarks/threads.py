@@ -21,19 +21,20 @@ serial example kernel's first gradient (1e-10: other code, its sums in another o
 with the one-thread gradient (1e-12), which is itself checked against central differences of the numpy
 model (`examples/mlp.py`, 1e-5). A mismatch marks the row MISMATCH, and the script exits with status 1
 after printing and writing everything.
+
+`--json` writes the results schema (`isozyme/benchmark_suite/results.py`): a row per variant, every kernel
+"natural" (the examples' and `gmm_prange`, the example's loops with a `prange`), the speedups as ratios.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
 import statistics
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -42,10 +43,15 @@ sys.path[:0] = [str(ROOT / "benchmarks"), str(ROOT / "examples"), str(ROOT)]
 
 import isozyme as iz  # noqa: E402
 from isozyme import Array, f64, i64  # noqa: E402
-from isozyme.benchmark_checks import relative_error  # noqa: E402
+from isozyme.benchmark_checks import MISMATCH, Check, checks_json, exit_status  # noqa: E402
+from isozyme.benchmark_suite import results  # noqa: E402
 
 TOLERANCE = 1e-12
 GMM_TOLERANCE = 1e-10
+FD_TOLERANCE = 1e-5
+REASON = "the same f64 math; the threads' partial sums added in another order"
+Measured = tuple[list[dict[str, Any]], list[Check]]
+"""Rows of the results schema and their checks."""
 
 
 @iz.kernel
@@ -110,98 +116,128 @@ def interleaved(variants: dict[str, Callable[[], object]], repeats: int, threads
     return {name: statistics.median(values) for name, values in times.items()}, results
 
 
-def compute_row(count: int, repeats: int, quick: bool) -> dict[str, object]:
+def rows_of(problem: str, size: str, seconds: dict[str, float], checks: dict[str, Check], calls: int,
+            ratios: dict[str, float]) -> Measured:
+    """A results row per variant (its median and check), the ratios with the first."""
+    rows = [results.row(problem, size, name, "natural", value * 1e3, checks[name].as_dict(), calls=calls)
+            for name, value in seconds.items()]
+    rows[0]["ratios"] = ratios
+    return rows, list(checks.values())
+
+
+def checked(results_of: dict[str, list[object]], expected: object, what: str, tolerance: float,
+            against: str = "numpy") -> dict[str, Check]:
+    """A check per variant of every result it returned against `expected` (`against`'s)."""
+    checks = {}
+    for name, calls in results_of.items():
+        checks[name] = Check(f"{what}: {name} against {against}", tolerance, REASON)
+        for value in calls:
+            checks[name].compare(value, expected)
+    return checks
+
+
+def compute_row(count: int, repeats: int, quick: bool) -> Measured:
     n, terms = (2000, 50) if quick else (20_000, 200)
     x = np.random.default_rng(0).random(n)
-    outs = {"prange": np.zeros(n), "range": np.zeros(n), "prange 1 thread": np.zeros(n)}
-    variants = {
-        "prange": lambda: (compute_prange(outs["prange"], x, terms), outs["prange"].copy()),
-        "range": lambda: (compute_range(outs["range"], x, terms), outs["range"].copy()),
-        "prange 1 thread": lambda: (compute_prange(outs["prange 1 thread"], x, terms),
-                                    outs["prange 1 thread"].copy()),
-    }
-    seconds, results = interleaved(variants, repeats, {"prange": count, "range": count, "prange 1 thread": 1},
-                                   setup=lambda: [out.fill(0.0) for out in outs.values()])
+    names = {f"prange {count} threads": count, "range": count, "prange 1 thread": 1}
+    outs = {name: np.zeros(n) for name in names}
+    kernels = {name: compute_range if name == "range" else compute_prange for name in names}
+    variants = {name: (lambda name=name: (kernels[name](outs[name], x, terms), outs[name].copy())) for name in names}
+    seconds, returned = interleaved(variants, repeats, names, setup=lambda: [out.fill(0.0) for out in outs.values()])
     k = np.arange(terms, dtype=float)
     expected_out = (np.sin(np.outer(x, k)) / (k + 1.0)).sum(axis=1)
-    problems = []
-    for name, calls in results.items():
-        for total, out in calls:
-            if relative_error((total, out), (expected_out.sum(), expected_out)) > TOLERANCE:
-                problems.append(name)
-                break
-    return {"row": f"compute n={n} terms={terms}", "seconds": seconds,
-            "speedup": seconds["range"] / seconds["prange"],
-            "speedup_vs_one_thread": seconds["prange 1 thread"] / seconds["prange"],
-            "check": {"passed": not problems, "mismatched": problems}}
+    checks = checked(returned, (expected_out.sum(), expected_out), "compute", TOLERANCE)
+    prange = seconds[f"prange {count} threads"]
+    return rows_of("compute", f"n={n} terms={terms}", seconds, checks, repeats,
+                   {"range/prange": seconds["range"] / prange, "1 thread/prange": seconds["prange 1 thread"] / prange})
 
 
-def small_row(count: int, repeats: int) -> dict[str, object]:
+def small_row(count: int, repeats: int) -> Measured:
     """What a loop too small to share costs on the pool: 1,000 cheap iterations, `prange` against `range`,
     each time the median of 200 calls."""
     x = np.random.default_rng(1).random(1000)
     out = np.zeros_like(x)
     variants = {"prange": lambda: [(small_prange(out, x), out.copy()) for _ in range(200)][-1],
                 "range": lambda: [(small_range(out, x), out.copy()) for _ in range(200)][-1]}
-    seconds, results = interleaved(variants, repeats, {"prange": count, "range": count},
-                                   setup=lambda: out.fill(0.0))
-    expected = (x.sum(), 2.0 * x)
-    passed = all(relative_error(r, expected) <= TOLERANCE for calls in results.values() for r in calls)
+    seconds, returned = interleaved(variants, repeats, {"prange": count, "range": count},
+                                    setup=lambda: out.fill(0.0))
     per_call = {name: value / 200 for name, value in seconds.items()}
-    return {"row": "small loop n=1000 (per call)", "seconds": per_call,
-            "speedup": per_call["range"] / per_call["prange"], "check": {"passed": bool(passed)}}
+    checks = checked(returned, (x.sum(), 2.0 * x), "small loop", TOLERANCE)
+    return rows_of("small loop (per call)", "n=1000", per_call, checks, 200 * repeats,
+                   {"range/prange": per_call["range"] / per_call["prange"]})
 
 
-def gradient_row(label: str, gradient: Callable, serial: Callable | None, args: tuple, count: int,
-                 repeats: int) -> dict[str, object]:
+def gradient_row(problem: str, size: str, gradient: Callable, serial: Callable | None, args: tuple, count: int,
+                 repeats: int) -> tuple[list[dict[str, Any]], list[Check], dict[str, Check]]:
+    """The rows of `count` threads, one thread and the serial kernel (if any), each call checked against the
+    serial kernel's first result (else the one thread's first); the checks by variant too."""
     variants: dict[str, Callable[[], object]] = {f"{count} threads": lambda: gradient(*args),
                                                  "1 thread": lambda: gradient(*args)}
     threads = {f"{count} threads": count, "1 thread": 1}
     if serial is not None:
         variants["serial kernel"] = lambda: serial(*args)
         threads["serial kernel"] = 1
-    seconds, results = interleaved(variants, repeats, threads)
-    reference = results["serial kernel" if serial is not None else "1 thread"][0]
-    errors = {name: max(relative_error(r, reference) for r in calls) for name, calls in results.items()}
-    tolerance = GMM_TOLERANCE if serial is not None else TOLERANCE
-    passed = bool(all(error <= tolerance for error in errors.values()))
-    return {"row": label, "seconds": seconds, "speedup": seconds["1 thread"] / seconds[f"{count} threads"],
-            "check": {"passed": passed, "relative_errors": errors}}
+    seconds, returned = interleaved(variants, repeats, threads)
+    against = "serial kernel" if serial is not None else "1 thread"
+    checks = checked(returned, returned[against][0], f"{problem} {size}",
+                     GMM_TOLERANCE if serial is not None else TOLERANCE, f"the {against}'s first result")
+    rows, _ = rows_of(problem, size, seconds, checks, repeats,
+                      {"1 thread/threads": seconds["1 thread"] / seconds[f"{count} threads"]})
+    return rows, list(checks.values()), checks
 
 
-def gmm_rows(count: int, repeats: int, quick: bool) -> list[dict[str, object]]:
+def gmm_rows(count: int, repeats: int, quick: bool) -> Measured:
     from gmm import gmm_objective  # examples/gmm.py
     from opencl_gpu import gmm_prange
 
     from isozyme.benchmark_suite.gmm import make_args
 
-    rows = []
+    rows, checks = [], []
     for d, K in ([(2, 5)] if quick else [(10, 25), (64, 100)]):
         args = make_args(d, K, 200 if quick else 1000)
         gradient = iz.grad(gmm_prange, argnums=(0, 1, 2))
         serial = iz.grad(gmm_objective, argnums=(0, 1, 2))
-        rows.append(gradient_row(f"gmm gradient d={d} K={K} n={len(args[3])}", _values_of(gradient),
-                                 _values_of(serial), args, count, repeats if d * K < 1000 else max(repeats // 2, 2)))
-    return rows
+        size_rows, size_checks, _ = gradient_row("gmm gradient", f"d={d} K={K} n={len(args[3])}", _values_of(gradient),
+                                                 _values_of(serial), args, count,
+                                                 repeats if d * K < 1000 else max(repeats // 2, 2))
+        rows += size_rows
+        checks += size_checks
+    return rows, checks
 
 
 def _values_of(gradient: Callable) -> Callable[..., tuple]:
     return lambda *args: tuple(gradient(*args))
 
 
-def mlp_row(count: int, repeats: int, quick: bool) -> dict[str, object]:
+def mlp_row(count: int, repeats: int, quick: bool) -> Measured:
+    """The MLP gradient's rows; the one thread's row also holds the check of its gradient against central
+    differences of the numpy model."""
     from mlp import finite_difference_check, mlp_data, mlp_gradient  # examples/mlp.py
 
     size = 32 if quick else 255
     problem = mlp_data(size, size, size, batch=16 if quick else 64)
     gradient = mlp_gradient()
-    row = gradient_row(f"mlp gradient {size}-{size}-{size}", _values_of(gradient), None, tuple(problem), count,
-                       repeats)
+    rows, checks, by_variant = gradient_row("mlp gradient", f"{size}-{size}-{size} batch {problem.X.shape[1]}",
+                                            _values_of(gradient), None, tuple(problem), count, repeats)
     iz.set_num_threads(1)
-    difference = float(finite_difference_check(problem, tuple(gradient(*problem))))
-    row["check"]["finite_differences"] = difference  # type: ignore[index]
-    row["check"]["passed"] = row["check"]["passed"] and difference <= 1e-5  # type: ignore[index]
-    return row
+    differences = Check("mlp gradient (1 thread) against central differences of the numpy model", FD_TOLERANCE,
+                        "central differences: their truncation and rounding")
+    differences.record(float(finite_difference_check(problem, tuple(gradient(*problem)))))
+    one = next(row for row in rows if row["variant"] == "1 thread")
+    one["check"] = checks_json({"1 thread": by_variant["1 thread"], "finite differences": differences})
+    return rows, [*checks, differences]
+
+
+def print_rows(rows: list[dict[str, Any]]) -> None:
+    """A line per problem and size: each variant's median, the first row's ratios, MISMATCH if one failed."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault((row["problem"], row["size"]), []).append(row)
+    for (problem, size), group in groups.items():
+        timings = "  ".join(f"{row['variant']} {row['median_ms']:9.4f} ms" for row in group)
+        ratios = "  ".join(f"{name} {value:.2f}x" for name, value in group[0]["ratios"].items())
+        mark = "" if all(row["check"]["passed"] for row in group) else f"  {MISMATCH}"
+        print(f"{problem + ' ' + size:<40} {timings}  {ratios}{mark}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -212,20 +248,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", metavar="FILE")
     options = parser.parse_args(argv)
     count = options.threads
-    rows = [compute_row(count, options.repeats, options.quick), small_row(count, options.repeats),
-            *gmm_rows(count, options.repeats, options.quick), mlp_row(count, options.repeats, options.quick)]
-    for row in rows:
-        timings = "  ".join(f"{name} {seconds * 1e3:9.4f} ms" for name, seconds in row["seconds"].items())
-        mark = "" if row["check"]["passed"] else "  MISMATCH"
-        print(f"{row['row']:<36} {timings}  x{row['speedup']:.2f}{mark}")
-    passed = all(row["check"]["passed"] for row in rows)
+    measured = [compute_row(count, options.repeats, options.quick), small_row(count, options.repeats),
+                gmm_rows(count, options.repeats, options.quick), mlp_row(count, options.repeats, options.quick)]
+    rows = [row for part, _ in measured for row in part]
+    print_rows(rows)
     if options.json:
-        report = {"threads": count, "cpus": len(os.sched_getaffinity(0)), "machine": platform.machine(),
-                  "processor": platform.processor(), "python": platform.python_version(), "passed": passed,
-                  "rows": rows}
-        Path(options.json).write_text(json.dumps(report, indent=1))
-    return 0 if passed else 1
-
+        results.write(options.json, "threads", rows, {"threads": count, "repeats": options.repeats,
+                                                      "quick": options.quick})
+    return exit_status([check for _, checks in measured for check in checks], "threads.py")
 
 if __name__ == "__main__":
     sys.exit(main())

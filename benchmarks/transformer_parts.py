@@ -22,12 +22,15 @@ against torch eager's (`torch_compile_vs_eager`), as data: it is PyTorch's, not 
 The layer's row adds the parts as a layer uses them (`layer_norm` twice): what a layer's training costs on
 each side, apart from the residual adds and what runs between the parts. The loss `sum(out * g)` and its
 reverse are in every call on both sides.
+
+`--json` writes the results schema (`isozyme/benchmark_suite/results.py`): per part, isozyme's row
+("natural": the example's kernels with documented fast-math flags) and the two "peer" rows, torch eager's
+the reference (unchecked) and torch.compile's recorded as data (unchecked, its difference in "details").
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import statistics
@@ -40,11 +43,11 @@ sys.path[:0] = [str(ROOT / "examples"), str(ROOT)]
 
 import numpy as np  # noqa: E402
 from transformer import LN_EPS, causal_attention, dense, gelu, layer_norm  # noqa: E402
-from transformer_training import cpu_model  # noqa: E402
 
 import isozyme as iz  # noqa: E402
 from isozyme import Array, f64, i64  # noqa: E402
-from isozyme.benchmark_checks import MISMATCH, relative_error  # noqa: E402
+from isozyme.benchmark_checks import MISMATCH, Check, checks_json, relative_error  # noqa: E402
+from isozyme.benchmark_suite import results  # noqa: E402
 
 TOLERANCE = 1e-9
 FAST = ("reassoc", "contract", "afn")
@@ -198,11 +201,14 @@ def measure(part: Part, repeats: int) -> dict[str, object]:
     first = relative_error(part.adjoints(), expected)
     part.zero()
     isozyme_ms = median_ms(part.call, repeats)
-    error = max(first, relative_error(part.adjoints(repeats + 2), expected))
+    check = Check(f"{part.name}: isozyme's gradient (first call, mean of the timed ones) against torch eager's",
+                  TOLERANCE, "the same math rounded in another order")
+    check.record(first)
+    check.record(relative_error(part.adjoints(repeats + 2), expected))
     row = {"part": part.name, "isozyme_ms": isozyme_ms,
            "torch_eager_ms": median_ms(lambda: part.torch(part.torch_loss), repeats),
            "torch_compile_ms": median_ms(lambda: part.torch(compiled), repeats),
-           "gradient_vs_torch": error, "tolerance": TOLERANCE, "passed": error <= TOLERANCE}
+           "gradient_vs_torch": check.error, "tolerance": TOLERANCE, "passed": check.passed, "check": check}
     row["torch_compile_vs_eager"] = relative_error(part.torch(compiled), expected)
     return row
 
@@ -210,7 +216,23 @@ def measure(part: Part, repeats: int) -> dict[str, object]:
 def layer_row(rows: list[dict]) -> dict[str, object]:
     total = {key: sum(LAYER_USES[row["part"]] * row[key] for row in rows)
              for key in ("isozyme_ms", "torch_eager_ms", "torch_compile_ms")}
-    return {"part": "layer (sum)", **total, "passed": all(row["passed"] for row in rows)}
+    return {"part": "layer (sum)", **total, "passed": all(row["passed"] for row in rows),
+            "check": {row["part"]: row["check"] for row in rows}}
+
+
+def result_rows(row: dict, size: str, repeats: int) -> list[dict]:
+    """The part's (or the layer's sum's) rows of the results schema (module docstring)."""
+    problem = f"{row['part']} gradient"
+    check = row["check"]
+    mine = checks_json(check) if isinstance(check, dict) else check.as_dict()
+    compile_details = {"torch_compile_vs_eager": row["torch_compile_vs_eager"]} if "torch_compile_vs_eager" in row \
+        else {}
+    return [results.row(problem, size, "isozyme", "natural", row["isozyme_ms"], mine, calls=repeats),
+            results.row(problem, size, "torch eager", "peer", row["torch_eager_ms"],
+                        results.unchecked("the reference isozyme's gradient is checked against"), calls=repeats),
+            results.row(problem, size, "torch.compile", "peer", row["torch_compile_ms"],
+                        results.unchecked("PyTorch's, recorded as data (details)"), calls=repeats,
+                        details=compile_details)]
 
 
 def print_row(row: dict) -> None:
@@ -244,9 +266,10 @@ def main(argv: list[str] | None = None) -> int:
     print_row(rows[-1])
     passed = all(row["passed"] for row in rows)
     if options.json:
-        options.json.write_text(json.dumps({"cpu": cpu_model(), "threads": options.threads, "sizes": sizes,
-                                            "torch": torch.__version__,
-                                            "passed": passed, "rows": rows}, indent=1) + "\n")
+        size = " ".join(f"{key}={value}" for key, value in sizes.items())
+        results.write(options.json, "transformer_parts",
+                      [entry for row in rows for entry in result_rows(row, size, options.repeats)],
+                      {"threads": options.threads, "repeats": options.repeats, "quick": options.quick})
     if not passed:
         print(f"{MISMATCH}: a part's gradient differs from torch's by more than {TOLERANCE}", file=sys.stderr)
     return 0 if passed else 1

@@ -52,15 +52,16 @@ final size, and the largest peak among the calls the gradient makes: the checkpo
 their reverses with the restored slab and the `diffe_` of each block, one chunk's), each against the naive
 allocation of `transformer_loss`'s gradient (every local array and tape as AD emitted it, its own block),
 and whether that is at most 30% (the issue's goal); the plans of the CPU's code, so not with `--backend
-opencl`. The report (`--json`) is written again after each row.
+opencl`. The report (`--json`, the results schema of `isozyme/benchmark_suite/results.py`: a row per depth
+and variant, `isozyme pairs` "tuned", PyTorch's "peer", the rest "natural"; the memory plans under "extra")
+is written again after each depth.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import math
 import os
-import platform
 import re
 import statistics
 import sys
@@ -72,6 +73,7 @@ sys.path[:0] = [str(ROOT / "examples"), str(ROOT)]
 
 import isozyme as iz  # noqa: E402
 from isozyme.benchmark_checks import MISMATCH, relative_error  # noqa: E402
+from isozyme.benchmark_suite import results  # noqa: E402
 
 TOLERANCE = 1e-9
 MEMORY_GOAL = 0.30
@@ -166,19 +168,6 @@ def memory(config, kernel: iz.Kernel, naive: int | None = None) -> dict[str, obj
             "meets_goal": ratio <= MEMORY_GOAL, "header": header}
 
 
-def cpu_model() -> str:
-    """The CPU's model name (`/proc/cpuinfo`; `platform.processor()` where it cannot be read): the ratios
-    against torch differ between machines (README: the EPYC's and the Xeon's runs)."""
-    try:
-        with open("/proc/cpuinfo") as info:
-            for line in info:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
-
-
 def _figure(pattern: str, header: list[str], missing: int | None = None) -> int:
     """The number `pattern` finds in the header lines of `iz.show_memory`'s table."""
     for line in header:
@@ -219,7 +208,8 @@ def measure(layers: int, steps: int, sizes: dict[str, int], kernels: dict[str, i
             "seconds_median": statistics.median(timed) if timed else None, "seconds_min": min(timed, default=None),
             "first_step_seconds": runner.seconds[0] if runner.seconds else None, "losses": runner.losses,
             "loss_curve_relative_error": error, "error": runner.error,
-            "check": {"passed": bool(error <= TOLERANCE), "tolerance": TOLERANCE, "calls": len(runner.losses),
+            "check": {"passed": bool(error <= TOLERANCE), "error": error if math.isfinite(error) else None,
+                      "tolerance": TOLERANCE, "calls": len(runner.losses),
                       "what": "the loss curve against torch eager's", "reason": "the same math rounded otherwise"}}
     compiled = variants["torch.compile"]["seconds_median"]
     for entry in variants.values():
@@ -234,6 +224,22 @@ def measure(layers: int, steps: int, sizes: dict[str, int], kernels: dict[str, i
         row["memory"] = memory(config, transformer_loss)
         row["memory_checkpointed"] = memory(config, transformer_loss_checkpointed, row["memory"]["naive_bytes"])
     return row
+
+
+def result_rows(row: dict) -> list[dict]:
+    """A depth's rows of the results schema (module docstring)."""
+    config = row["config"]
+    size = f"layers={row['layers']} d_model={config['d_model']} seq={config['seq']} batch={config['batch']}"
+    made = []
+    for name, entry in row["variants"].items():
+        kind = "peer" if name.startswith("torch") else "tuned" if name == "isozyme pairs" else "natural"
+        median, fastest = (None if entry[key] is None else entry[key] * 1e3 for key in ("seconds_median",
+                                                                                       "seconds_min"))
+        made.append(results.row("transformer training step", size, name, kind, median, entry["check"],
+                                min_ms=fastest, calls=max(len(entry["losses"]) - 1, 0),
+                                first_call_s=entry["first_step_seconds"],
+                                details={"rounds": row["rounds"], "losses": entry["losses"], "error": entry["error"]}))
+    return made
 
 
 def print_row(row: dict) -> None:
@@ -292,14 +298,17 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(measure(layers, steps, sizes, kernels, options.backend,
                             steps if options.interleave else options.rounds))
         print_row(rows[-1])
-        if options.json:  # after each row: a run cut short keeps the rows it measured
-            report = {"backend": options.backend, "threads": options.threads,
-                      "cpus": len(os.sched_getaffinity(0)), "machine": platform.machine(),
-                      "processor": platform.processor(), "cpu": cpu_model(), "python": platform.python_version(),
-                      "torch": torch.__version__, "opencl_device": os.environ.get("ISOZYME_OPENCL_DEVICE"),
-                      "cuda": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
-                      "passed": all(row["check"]["passed"] for row in rows), "rows": rows}
-            Path(options.json).write_text(json.dumps(report, indent=1))
+        if options.json:  # after each depth: a run cut short keeps the depths it measured
+            memory_plans = {str(row["layers"]): {key: row[key] for key in ("memory", "memory_checkpointed")
+                                                 if key in row} for row in rows}
+            results.write(options.json, "transformer_training" + ("_opencl" if options.backend == "opencl" else ""),
+                          [entry for row in rows for entry in result_rows(row)],
+                          {"depths": depths, "steps": steps, "rounds": options.rounds, "interleave": options.interleave,
+                           "threads": options.threads, "backend": options.backend, "variants": variants,
+                           "quick": options.quick, "config": sizes,
+                           "torch_device": "cuda" if options.backend == "opencl" and torch.cuda.is_available()
+                           else "cpu"},
+                          {"memory": memory_plans})
     return 0 if all(row["check"]["passed"] for row in rows) else 1
 
 

@@ -39,7 +39,8 @@ after printing and writing everything.
 
 At the end: a table, the geometric mean of pre/post over the Enzyme-style benchmarks (those whose gradient
 the optimizer changes asymptotically or by a constant: all of the suite but norm's n sweep is reported
-separately), the JSON of every measurement (`--json`), and a log-log plot as SVG (`--plot`, no plotting
+separately), the JSON of every measurement (`--json`, the schema of `isozyme/benchmark_suite/results.py`:
+a row per variant and peer, `to_json`), and a log-log plot as SVG (`--plot`, no plotting
 library needed): pre/post and gradient/primal against problem size, one line per benchmark.
 """
 
@@ -47,10 +48,8 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 import math
 import os
-import platform
 import statistics
 import sys
 import time
@@ -63,6 +62,7 @@ import numpy as np
 from isozyme import benchmark_suite as suite
 from isozyme.benchmark_checks import MISMATCH, Check, checks_json, exit_status
 from isozyme.benchmark_suite import peers as peer_module
+from isozyme.benchmark_suite import results
 
 Prepared = Callable[[], object]
 Variant = Callable[[], Prepared]
@@ -388,16 +388,47 @@ def summary(rows: Sequence[Row]) -> str:
     return "\n".join(lines)
 
 
-def to_json(rows: Sequence[Row], suite: str, backend: str) -> dict[str, Any]:
-    """Every measurement; each row's "check" says whether its results matched (module docstring), and
-    "passed" whether every row's did."""
-    return {"suite": suite, "backend": backend, "machine": platform.machine(), "processor": platform.processor(),
-            "cpus": os.cpu_count(), "python": platform.python_version(), "passed": all(r.passed for r in rows),
-            "rows": [{"benchmark": r.benchmark, "label": r.label, "scale": r.scale, "speedup": r.speedup,
-                      "ratio": r.ratio, "timings": {k: v.as_json() for k, v in r.timings.items()},
-                      "peers": {k: v.as_json() for k, v in r.peers.items()}, "check": checks_json(r.checks),
-                      **({"ir_sizes": r.ir_sizes} if r.ir_sizes else {})}
-                     for r in rows]}
+SUITE_PROBLEMS = {"gmm_reassoc": ("gmm", "reassoc", "natural"), "gmm_by_component": ("gmm", "by component", "tuned")}
+"""The suite's benchmarks that are another's problem measured otherwise: (problem, variant tag, kind). The
+rest are their own problem, "natural": `isozyme/benchmark_suite/results.py` says what the kinds mean."""
+
+
+def result_rows(row: Row) -> list[dict[str, Any]]:
+    """`row` as rows of the results schema: the primal and every primal peer under "<problem> primal", the
+    gradients under "<problem> gradient"; checks beyond the variants' (a user kernel's finite differences, of
+    the reference gradient) go with the `pre` row, the ratios with the `post` row."""
+    problem, tag, kind = SUITE_PROBLEMS.get(row.benchmark, (row.benchmark, "", "natural"))
+    isozyme = f"isozyme {tag}".strip()
+    known = {"primal", "post", "pre", *row.peers}
+    extra = {name: check for name, check in row.checks.items() if name not in known}
+
+    def entry(quantity: str, variant: str, kind: str, name: str, check: dict[str, Any],
+              **fields: Any) -> dict[str, Any]:
+        timing = row.timings.get(name) or row.peers[name]
+        return results.row(f"{problem} {quantity}", row.label, variant, kind, timing.median * 1e3, check,
+                           min_ms=timing.min * 1e3, calls=timing.calls, compile_ms=timing.compile * 1e3,
+                           details={"benchmark": row.benchmark, **fields.pop("details", {})}, **fields)
+    made = [entry("primal", isozyme, kind, "primal", row.checks["primal"].as_dict()),
+            entry("gradient", f"{isozyme} post", kind, "post", row.checks["post"].as_dict(),
+                  ratios={"pre/post": row.speedup, "gradient/primal": row.ratio},
+                  details={"scale": row.scale, **({"ir_sizes": row.ir_sizes} if row.ir_sizes else {})}),
+            entry("gradient", f"{isozyme} pre", kind, "pre", checks_json({"pre": row.checks["pre"], **extra})
+                  if extra else row.checks["pre"].as_dict())]
+    for peer in row.peers:
+        quantity = "gradient" if peer in peer_module.GRADIENT_PEERS else "primal"
+        made.append(entry(quantity, f"{peer} ({row.benchmark})" if tag else peer, "peer", peer,
+                          row.checks[peer].as_dict()))
+    return made
+
+
+def to_json(rows: Sequence[Row], suite: str, backend: str, parameters: Mapping[str, Any] | None = None
+            ) -> dict[str, Any]:
+    """Every measurement as a results document (`isozyme/benchmark_suite/results.py`), benchmark
+    "bench_<suite>" ("bench_<suite>_opencl" on OpenCL); each row's "check" says whether its results matched
+    (module docstring), "passed" whether every row's did."""
+    name = f"bench_{suite}" + ("" if backend == "llvm" else f"_{backend}")
+    return results.document(name, [entry for row in rows for entry in result_rows(row)],
+                            {"suite": suite, "backend": backend, **(parameters or {})})
 
 
 # --- the plot: two log-log panels as SVG ------------------------------------------------------------------
@@ -513,8 +544,8 @@ def command_bench(args: argparse.Namespace) -> int:
     print(format_table(rows))
     print(summary(rows))
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as out:
-            json.dump(to_json(rows, args.suite, args.backend), out, indent=1)
+        results.write_document(args.json, to_json(rows, args.suite, args.backend,
+                                                  {"peers": peers, "only": only, "min_time": args.min_time}))
     if args.plot and not plot_svg(rows, args.plot):
         print("isozyme bench: no plot written, no row's results matched the references", file=sys.stderr)
     return exit_status((check for row in rows for check in row.checks.values()), "isozyme bench")

@@ -36,7 +36,6 @@ status 1 (`iz.compare` raises). A bad kernel spec or bad arguments are exit stat
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 import time
@@ -47,6 +46,7 @@ import numpy as np
 
 from isozyme import benchmark_suite as suite
 from isozyme.benchmark_checks import Check, exit_status
+from isozyme.benchmark_suite import results
 from isozyme.benchmarking import Row, format_table, measure_rows, plot_svg, to_json
 from isozyme.runtime.arguments import Parameter, check_arguments, writable_parameters
 from isozyme.runtime.inspection import show_ir
@@ -407,10 +407,9 @@ def command_compare(args: argparse.Namespace) -> int:
     for row in measured:
         print(f"{row.benchmark} {row.label}: pre/post {row.speedup:.2f}x, gradient/primal {row.ratio:.2f}")
     if args.json:
-        data = to_json(measured, "user", args.backend)
-        data.update(kernel=args.kernel, activity=list(bench.activity), args=list(args.args))
-        with open(args.json, "w", encoding="utf-8") as out:
-            json.dump(data, out, indent=1)
+        results.write_document(args.json, to_json(measured, "user", args.backend, {
+            "kernel": args.kernel, "activity": list(bench.activity), "args": list(args.args),
+            "reference": args.reference, "min_time": args.min_time}))
     if args.plot and not plot_svg(measured, args.plot):
         print("isozyme bench: no plot written, no row's results matched the references", file=sys.stderr)
     return exit_status((check for row in measured for check in row.checks.values()), "isozyme bench")

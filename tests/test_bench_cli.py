@@ -23,6 +23,7 @@ import pytest
 
 from isozyme.__main__ import main as isozyme_main
 from isozyme.benchmark_checks import MISMATCH, Check, checks_json, exit_status, relative_error
+from isozyme.benchmark_suite.results import validate
 from isozyme.benchmarking import (
     References,
     Row,
@@ -123,9 +124,10 @@ def test_check_keeps_the_worst_call_and_exit_status_fails_on_it() -> None:
 
 def _row(name: str, scale: float, primal: float, post: float, pre: float, passed: bool = True) -> Row:
     timing = {k: Timing(v, v, 3, 0.5) for k, v in {"primal": primal, "post": post, "pre": pre}.items()}
-    check = Check(f"{name} gradient", 1e-10, "rounding")
-    check.compare(1.0 if passed else 2.0, 1.0)
-    return Row(name, f"n={scale:g}", scale, timing, checks={"post": check})
+    checks = {variant: Check(f"{name} {variant}", 1e-10, "rounding") for variant in ("primal", "post", "pre")}
+    for variant, check in checks.items():
+        check.compare(2.0 if variant == "post" and not passed else 1.0, 1.0)
+    return Row(name, f"n={scale:g}", scale, timing, checks=checks)
 
 
 def test_table_summary_and_plot(tmp_path: Path) -> None:
@@ -150,10 +152,13 @@ def test_a_failed_row_is_marked_and_never_a_success(tmp_path: Path) -> None:
     text = summary(rows)
     assert text.startswith("geometric mean of pre/post over 1 rows") and f"{MISMATCH}: 1 row(s) left out" in text
     data = to_json(rows, "quick", "llvm")
-    assert data["passed"] is False
-    assert [row["check"]["passed"] for row in data["rows"]] == [True, True, False]
-    assert data["rows"][2]["check"]["checks"]["post"] == {"passed": False, "error": 1.0, "tolerance": 1e-10,
-                                                           "calls": 1, "what": "mlp gradient", "reason": "rounding"}
+    assert data["passed"] is False and data["benchmark"] == "bench_quick" and validate(data) == []
+    failed = [(row["problem"], row["variant"]) for row in data["rows"] if not row["check"]["passed"]]
+    assert failed == [("mlp gradient", "isozyme post")] and len(data["rows"]) == 9
+    post = next(row for row in data["rows"] if row["problem"] == "mlp gradient" and row["variant"] == "isozyme post")
+    assert post["check"] == {"passed": False, "error": 1.0, "tolerance": 1e-10, "calls": 1, "what": "mlp post",
+                             "reason": "rounding"}
+    assert post["ratios"] == {"pre/post": 1.0, "gradient/primal": 3.0} and post["median_ms"] == 30.0
     assert plot_svg(rows, str(tmp_path / "plot.svg"))
     document = xml.dom.minidom.parse(str(tmp_path / "plot.svg"))
     assert len(document.getElementsByTagName("polyline")) == 4  # the failed row's benchmark is not drawn
@@ -168,15 +173,17 @@ def test_bench_command_end_to_end(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert "pre/post" in result.stdout and "geometric mean" not in result.stdout.split("\n")[0]
     data = json.loads(out.read_text())
-    assert data["suite"] == "quick" and data["backend"] == "llvm" and data["rows"] and data["passed"] is True
+    assert validate(data) == [] and data["benchmark"] == "bench_quick" and data["passed"] is True
+    assert data["parameters"]["suite"] == "quick" and data["parameters"]["backend"] == "llvm"
+    assert data["command"].startswith("python -m isozyme bench --only norm")
+    assert [(row["problem"], row["variant"]) for row in data["rows"][:3]] == [
+        ("norm primal", "isozyme"), ("norm gradient", "isozyme post"), ("norm gradient", "isozyme pre")]
+    assert len(data["rows"]) == 9 and {row["kind"] for row in data["rows"]} == {"natural"}
     for row in data["rows"]:
-        timings = row["timings"]
-        assert row["speedup"] > 0.0 and set(timings["pre"]) == {"median", "min", "calls", "compile"}
-        assert all(timings[k]["calls"] >= 3 for k in ("primal", "post", "pre"))
-        checks = row["check"]["checks"]
-        assert row["check"]["passed"] is True and set(checks) == {"primal", "post", "pre"}
-        for name, check in checks.items():  # every call checked: the first and every timed one
-            assert check["calls"] == timings[name]["calls"] + 1 and check["error"] <= check["tolerance"] == 1e-10
+        assert row["calls"] >= 3 and row["min_ms"] <= row["median_ms"] and row["check"]["passed"] is True
+        check = row["check"]  # every call checked: the first and every timed one
+        assert check["calls"] == row["calls"] + 1 and check["error"] <= check["tolerance"] == 1e-10
+    assert data["rows"][1]["ratios"]["pre/post"] > 0.0
 
 
 @pytest.fixture
@@ -218,10 +225,9 @@ def test_bench_command_fails_on_a_wrong_gradient(tmp_path: Path, monkeypatch: py
     assert rows[0].endswith(f"{MISMATCH} post") and all(row.endswith("ok") for row in rows[1:])
     assert "MISMATCH: norm gradient (opt=post) against opt=pre on llvm" in captured.err
     data = json.loads(out.read_text())
-    assert data["passed"] is False and [row["check"]["passed"] for row in data["rows"]] == [False, True, True]
-    checks = data["rows"][0]["check"]["checks"]
-    assert checks["post"]["passed"] is False and checks["post"]["error"] > 1e-10
-    assert checks["pre"]["passed"] and checks["primal"]["passed"]
+    assert data["passed"] is False and validate(data) == []
+    failed = [(row["size"], row["variant"]) for row in data["rows"] if not row["check"]["passed"]]
+    assert failed == [("n=1000", "isozyme post")] and data["rows"][1]["check"]["error"] > 1e-10
 
 
 def test_references_are_computed_once_at_first_use(bench_environment: None) -> None:

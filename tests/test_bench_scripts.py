@@ -2,7 +2,8 @@
 with a reference (`isozyme/benchmark_checks.py`), and a result made wrong on purpose here (a perturbed
 gradient, a perturbed value, in one call only where the script calls many times) is marked MISMATCH, written
 to the JSON as {"passed": false, ...}, and makes the script exit with status 1; a correct run exits 0.
-Tiny sizes; times are not checked. The OpenCL scripts run on PoCL (the CPU OpenCL of CI).
+Every JSON follows the results schema (`isozyme/benchmark_suite/results.py`). Tiny sizes; times are not
+checked. The OpenCL scripts run on PoCL (the CPU OpenCL of CI).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from opencl_conformance import needs_opencl
 
 import isozyme as iz
 from isozyme.benchmark_checks import MISMATCH
+from isozyme.benchmark_suite.results import validate
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCHMARKS = ROOT / "benchmarks"
@@ -57,11 +59,23 @@ def wrong_in_the_second_call(make_variant: Callable[..., tuple], key: str) -> Ca
     return made
 
 
-def assert_warm_first_calls(row: dict, names: set[str]) -> None:
-    """A GPU script's row has, for each isozyme variant, the first call of a new process with the disk cache
-    that run filled: a measured time, which a process that failed would have left None."""
-    warm = {name.removesuffix(", warm disk cache"): seconds for name, seconds in row["first_call_s"].items()
-            if name.endswith(", warm disk cache")}
+def report_of(path: Path) -> dict:
+    """A script's JSON, which must follow the results schema."""
+    report = json.loads(path.read_text())
+    assert validate(report) == []
+    return report
+
+
+def by_variant(report: dict, problem: str | None = None, size: str | None = None) -> dict[str, dict]:
+    """The rows of a report (of one problem, of one size) by variant."""
+    return {row["variant"]: row for row in report["rows"]
+            if problem in (None, row["problem"]) and size in (None, row["size"])}
+
+
+def assert_warm_first_calls(rows: list[dict], names: set[str]) -> None:
+    """A GPU script's rows (of one size) have, for each isozyme variant, the first call of a new process with
+    the disk cache that run filled: a measured time, which a process that failed would have left None."""
+    warm = {row["variant"]: row["warm_first_call_s"] for row in rows if "warm_first_call_s" in row}
     assert set(warm) == names and all(isinstance(seconds, float) and seconds > 0 for seconds in warm.values())
 
 
@@ -74,17 +88,20 @@ def test_opencl_gpu_runs_end_to_end_and_checks_every_call(tmp_path: Path) -> Non
                           capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert done.returncode == 0, done.stdout + done.stderr
     assert MISMATCH not in done.stdout and "checked: ok" in done.stdout
-    report = json.loads(output.read_text())
-    assert report["passed"] is True
-    assert report["bandwidth"]["check"]["passed"] is True
-    assert {c["calls"] for c in report["bandwidth"]["check"]["checks"].values()} == {6}  # warm-up and 5 timed
-    assert [row["check"]["passed"] for row in report["shared"]] == [True, True]
-    (row,) = report["gmm"]
-    checks = row["check"]["checks"]
-    assert row["check"]["passed"] is True and row["gpu_calls"] == 21  # warm-up and --repeat-checks 20
-    assert (checks["gpu"]["calls"], checks["cpu"]["calls"], checks["cpu_prange"]["calls"]) == (21, 3, 3)
-    assert all(c["error"] <= c["tolerance"] == 1e-10 for c in checks.values())
-    assert row["max_relative_difference"] == max(checks["gpu"]["error"], checks["cpu_prange"]["error"])
+    report = report_of(output)
+    assert report["passed"] is True and report["benchmark"] == "opencl_gpu"
+    idle = [row for row in report["rows"] if row["size"] == "n=4096 from idle"]
+    assert [(row["problem"], row["variant"], row["kind"]) for row in idle] == [
+        ("device copy", "enqueue_copy", "peer"), ("device copy", "isozyme copy kernel", "natural"),
+        ("elementwise primal", "isozyme", "natural"), ("elementwise gradient", "isozyme", "natural")]
+    assert {row["check"]["calls"] for row in idle} == {6}  # warm-up and 5 timed
+    assert all(row["check"]["passed"] for row in report["rows"])
+    assert len(by_variant(report, "shared parameter gradient")) == 2
+    gmm = by_variant(report, "gmm gradient")
+    calls = [gmm[f"isozyme {name}"]["check"]["calls"] for name in
+             ("prange, GPU (opencl)", "serial, CPU (llvm)", "prange, CPU (llvm)")]
+    assert calls == [21, 3, 3]  # the GPU's warm-up and --repeat-checks 20
+    assert all(row["check"]["error"] <= row["check"]["tolerance"] == 1e-10 for row in gmm.values())
 
 
 @needs_opencl
@@ -131,12 +148,10 @@ def test_opencl_gpu_fails_on_a_wrong_gpu_gradient_in_one_call_of_twenty(tmp_path
     gmm_line = next(line for line in out.splitlines() if line.startswith("GMM gradient"))
     assert MISMATCH in gmm_line and "gpu (opencl)" in gmm_line
     assert "MISMATCH: GMM n=20 d=3 K=4 gradient, gpu (opencl)" in err and "exit status 1" in err
-    report = json.loads(output.read_text())
-    assert report["passed"] is False and report["bandwidth"]["check"]["passed"] is True
-    checks = report["gmm"][0]["check"]
-    assert checks["passed"] is False
-    assert checks["checks"]["gpu"]["passed"] is False and checks["checks"]["gpu"]["error"] > 1e-10
-    assert checks["checks"]["cpu"]["passed"] is checks["checks"]["cpu_prange"]["passed"] is True
+    report = report_of(output)
+    failed = [(row["problem"], row["variant"]) for row in report["rows"] if not row["check"]["passed"]]
+    assert report["passed"] is False and failed == [("gmm gradient", "isozyme prange, GPU (opencl)")]
+    assert by_variant(report, "gmm gradient")["isozyme prange, GPU (opencl)"]["check"]["error"] > 1e-10
 
 
 # --- fusion.py ------------------------------------------------------------------------------------------------
@@ -161,11 +176,13 @@ def test_fusion_fails_on_a_wrong_gradient(tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.setattr(fusion, "cases", heat_only_wrong_with_fusion)
     output = tmp_path / "fusion.json"
     assert fusion.main(["--quick", "--repeats", "1", "--heat", "50", "--json", str(output)]) == 1
-    report = json.loads(output.read_text())
-    (case,) = report["cases"]
-    assert report["passed"] is False and case["on"]["check"]["passed"] is False
-    assert case["off"]["check"]["passed"] is True and case["off"]["check"]["calls"] == 3
-    assert case["fusion_check"]["passed"] is True  # the first calls agree: only the third "on" call is wrong
+    report = report_of(output)
+    rows = by_variant(report, "heat gradient")
+    assert report["passed"] is False and set(rows) == {"fusion off", "fusion on"}
+    assert rows["fusion off"]["check"]["passed"] is True and rows["fusion off"]["check"]["calls"] == 3
+    on = rows["fusion on"]["check"]
+    assert on["passed"] is False and on["checks"]["gradient"]["passed"] is False
+    assert on["checks"]["fusion on against off"]["passed"] is True  # the first calls agree: the third is wrong
 
 
 # --- tape_bytes.py, optimizer_report.py, llvm_backend.py ---------------------------------------------------
@@ -232,8 +249,8 @@ def test_dispatch_runs_and_fails_on_a_wrong_gradient(tmp_path: Path, monkeypatch
 
     output = tmp_path / "dispatch.json"
     assert dispatch.main(["--number", "20", "--repeat", "2", "--json", str(output)]) == 0
-    report = json.loads(output.read_text())
-    assert report["passed"] is True and report["rows"]["iz.grad(first)(x)"]["check"]["calls"] == 2
+    report = report_of(output)
+    assert report["passed"] is True and by_variant(report, "first(x) gradient")["iz.grad"]["check"]["calls"] == 2
     variants = dispatch.variants
 
     def one_wrong_call() -> dict:
@@ -249,10 +266,9 @@ def test_dispatch_runs_and_fails_on_a_wrong_gradient(tmp_path: Path, monkeypatch
         return table
     monkeypatch.setattr(dispatch, "variants", one_wrong_call)
     assert dispatch.main(["--number", "20", "--repeat", "2", "--json", str(output)]) == 1
-    report = json.loads(output.read_text())
-    row = report["rows"]["iz.grad(first)(x)"]
-    assert report["passed"] is False and row["check"]["passed"] is False
-    assert report["rows"]["iz.grad(square)(a)"]["check"]["passed"] is True
+    report = report_of(output)
+    failed = [(row["problem"], row["variant"]) for row in report["rows"] if not row["check"]["passed"]]
+    assert report["passed"] is False and failed == [("first(x) gradient", "iz.grad")]
 
 
 # --- threads.py ------------------------------------------------------------------------------------------------
@@ -262,8 +278,10 @@ def test_threads_runs_and_fails_on_a_wrong_result(tmp_path: Path, monkeypatch: p
 
     output = tmp_path / "threads.json"
     assert threads.main(["--quick", "--repeats", "2", "--threads", "3", "--json", str(output)]) == 0
-    report = json.loads(output.read_text())
-    assert report["passed"] is True and report["threads"] == 3 and len(report["rows"]) == 4
+    report = report_of(output)
+    assert report["passed"] is True and report["parameters"]["threads"] == 3
+    assert len({(row["problem"], row["size"]) for row in report["rows"]}) == 4
+    assert report["rows"][0]["variant"] == "prange 3 threads"
     compute = threads.compute_prange
     calls = [0]
 
@@ -275,8 +293,9 @@ def test_threads_runs_and_fails_on_a_wrong_result(tmp_path: Path, monkeypatch: p
         return total
     monkeypatch.setattr(threads, "compute_prange", sometimes_wrong)
     assert threads.main(["--quick", "--repeats", "2", "--json", str(output)]) == 1
-    report = json.loads(output.read_text())
+    report = report_of(output)
     assert report["passed"] is False and report["rows"][0]["check"]["passed"] is False
+    assert report["rows"][0]["variant"] == f"prange {iz.get_num_threads()} threads"
     assert all(row["check"]["passed"] for row in report["rows"][1:])
 
 
@@ -288,7 +307,8 @@ def test_gmm_cpu_runs_and_fails_on_a_wrong_gradient(tmp_path: Path, monkeypatch:
     output = tmp_path / "gmm_cpu.json"
     tiny = ["--sizes", "3x4", "--n", "40", "--repeats", "2", "--json", str(output)]
     assert gmm_cpu.main(tiny) == 0
-    assert json.loads(output.read_text())["passed"] is True
+    report = report_of(output)
+    assert report["passed"] is True and by_variant(report)["isozyme by component"]["kind"] == "tuned"
     variants = gmm_cpu.variants
 
     def one_wrong(d: int, K: int, n: int) -> tuple:
@@ -304,8 +324,8 @@ def test_gmm_cpu_runs_and_fails_on_a_wrong_gradient(tmp_path: Path, monkeypatch:
         return args, table
     monkeypatch.setattr(gmm_cpu, "variants", one_wrong)
     assert gmm_cpu.main(tiny) == 1
-    row = json.loads(output.read_text())["rows"][0]
-    assert row["check"]["variants"]["isozyme prange"] is False and row["check"]["variants"]["isozyme"] is True
+    failed = [row["variant"] for row in report_of(output)["rows"] if not row["check"]["passed"]]
+    assert failed == ["isozyme prange"]
 
 
 # --- transformer_training.py ---------------------------------------------------------------------------------
@@ -338,9 +358,10 @@ def test_transformer_training_checks_every_loss_curve(tmp_path: Path, monkeypatc
     arguments = ["--quick", "--depths", "1", "--steps", "3", "--variants", "strict", "--threads", "1",
                  "--rounds", "2"]
     assert transformer_training.main([*arguments, "--json", str(tmp_path / "good.json")]) == 0
-    report = json.loads((tmp_path / "good.json").read_text())
-    assert report["passed"] is True and len(report["rows"][0]["variants"]["isozyme"]["losses"]) == 3
-    assert report["rows"][0]["rounds"] == 2  # steps 0, then 1 and 2: each curve still in step order
+    report = report_of(tmp_path / "good.json")
+    isozyme = by_variant(report)["isozyme"]
+    assert report["passed"] is True and len(isozyme["details"]["losses"]) == 3
+    assert isozyme["details"]["rounds"] == 2  # steps 0, then 1 and 2: each curve still in step order
     step, calls = transformer.Trainer.step, [0]
 
     def wrong_in_the_second_step(self: Any, batch: Any) -> float:
@@ -349,9 +370,9 @@ def test_transformer_training_checks_every_loss_curve(tmp_path: Path, monkeypatc
     monkeypatch.setattr(transformer.Trainer, "step", wrong_in_the_second_step)
     assert transformer_training.main([*arguments, "--json", str(tmp_path / "bad.json")]) == 1
     assert MISMATCH in capsys.readouterr().out
-    row = json.loads((tmp_path / "bad.json").read_text())["rows"][0]
-    assert row["check"]["passed"] is False and row["variants"]["isozyme"]["check"]["passed"] is False
-    assert row["variants"]["torch.compile"]["check"]["passed"] is True
+    rows = by_variant(report_of(tmp_path / "bad.json"))
+    assert rows["isozyme"]["check"]["passed"] is False
+    assert rows["torch.compile"]["check"]["passed"] is True and rows["torch eager"]["check"]["passed"] is True
 
 
 @pytest.mark.parametrize(("steps", "rounds"), [(100, 5), (10, 3), (3, 5), (7, 1), (2, 2)])
@@ -377,10 +398,10 @@ def test_transformer_training_trains_the_gpu_kernel_on_opencl(tmp_path: Path, mo
     arguments = ["--quick", "--depths", "2", "--steps", "3", "--backend", "opencl", "--variants", "pairs",
                  "--threads", "1", "--json", str(tmp_path / "pairs.json")]
     assert transformer_training.main(arguments) == 0
-    variants = json.loads((tmp_path / "pairs.json").read_text())["rows"][0]["variants"]
+    variants = by_variant(report_of(tmp_path / "pairs.json"))
     assert set(variants) == {"isozyme pairs", "torch eager", "torch.compile"}
     pairs = variants["isozyme pairs"]
-    assert pairs["check"]["passed"] and len(pairs["losses"]) == 3
+    assert pairs["check"]["passed"] and len(pairs["details"]["losses"]) == 3 and pairs["kind"] == "tuned"
 
 
 # --- ba_gpu.py -------------------------------------------------------------------------------------------------
@@ -392,14 +413,14 @@ def test_ba_gpu_runs_and_fails_on_a_wrong_gradient(tmp_path: Path, monkeypatch: 
     output = tmp_path / "ba_gpu.json"
     tiny = ["--sizes", "3x12x40", "--peers", "", "--serial", "--repeats", "2", "--json", str(output)]
     assert ba_gpu.main(tiny) == 0
-    report = json.loads(output.read_text())
-    assert report["passed"] is True and set(report["rows"][0]["ms"]) == {"isozyme parallel", "isozyme serial"}
-    assert all(check["calls"] == 3 for check in report["rows"][0]["checks"].values())
-    assert_warm_first_calls(report["rows"][0], {"isozyme parallel", "isozyme serial"})
+    report = report_of(output)
+    assert report["passed"] is True and set(by_variant(report)) == {"isozyme parallel", "isozyme serial"}
+    assert all(row["check"]["calls"] == 3 and row["kind"] == "natural" for row in report["rows"])
+    assert_warm_first_calls(report["rows"], {"isozyme parallel", "isozyme serial"})
     monkeypatch.setattr(ba_gpu, "isozyme_variant", wrong_in_the_second_call(ba_gpu.isozyme_variant, "d_cams"))
     assert ba_gpu.main(tiny) == 1
-    checks = json.loads(output.read_text())["rows"][0]["checks"]
-    assert not checks["isozyme parallel"]["passed"] and not checks["isozyme serial"]["passed"]
+    report = report_of(output)
+    assert report["passed"] is False and not any(row["check"]["passed"] for row in report["rows"])
 
 
 # --- lstm_gpu.py ------------------------------------------------------------------------------------------------
@@ -411,17 +432,17 @@ def test_lstm_gpu_runs_and_fails_on_a_wrong_gradient(tmp_path: Path, monkeypatch
     output = tmp_path / "lstm_gpu.json"
     tiny = ["--sizes", "l2c6b3,l1c5", "--peers", "", "--repeats", "2", "--json", str(output)]
     assert lstm_gpu.main(tiny) == 0
-    rows = json.loads(output.read_text())["rows"]
-    assert [(row["l"], row["c"], row["b"]) for row in rows] == [(2, 6, 3), (1, 5, 14)]
-    assert all(set(row["ms"]) == {"isozyme"} and row["checks"]["isozyme"]["calls"] == 3 for row in rows)
+    rows = report_of(output)["rows"]
+    assert [(row["size"], row["variant"]) for row in rows] == [("l=2 c=6 b=3", "isozyme"), ("l=1 c=5 b=14", "isozyme")]
+    assert all(row["check"]["calls"] == 3 for row in rows)
     for row in rows:
-        assert_warm_first_calls(row, {"isozyme"})
+        assert_warm_first_calls([row], {"isozyme"})
     with pytest.raises(SystemExit):
         lstm_gpu.main(["--sizes", "2x6"])
     monkeypatch.setattr(lstm_gpu, "isozyme_variant", wrong_in_the_second_call(lstm_gpu.isozyme_variant,
                                                                               "d_extra_params"))
     assert lstm_gpu.main(tiny) == 1
-    assert not json.loads(output.read_text())["rows"][0]["checks"]["isozyme"]["passed"]
+    assert not report_of(output)["rows"][0]["check"]["passed"]
 
 
 # --- mlp_gpu.py -------------------------------------------------------------------------------------------------
@@ -433,14 +454,15 @@ def test_mlp_gpu_runs_and_fails_on_a_wrong_gradient(tmp_path: Path, monkeypatch:
     output = tmp_path / "mlp_gpu.json"
     tiny = ["--sizes", "5x7x3x4", "--peers", "", "--repeats", "2", "--json", str(output)]
     assert mlp_gpu.main(tiny) == 0
-    report = json.loads(output.read_text())
-    assert report["passed"] is True and set(report["rows"][0]["ms"]) == {"isozyme", "isozyme pairs"}
-    assert all(check["calls"] == 3 for check in report["rows"][0]["checks"].values())
-    assert_warm_first_calls(report["rows"][0], {"isozyme", "isozyme pairs"})
+    report = report_of(output)
+    rows = by_variant(report)
+    assert report["passed"] is True and set(rows) == {"isozyme", "isozyme pairs"}
+    assert (rows["isozyme"]["kind"], rows["isozyme pairs"]["kind"]) == ("natural", "tuned")
+    assert all(row["check"]["calls"] == 3 for row in report["rows"])
+    assert_warm_first_calls(report["rows"], {"isozyme", "isozyme pairs"})
     monkeypatch.setattr(mlp_gpu, "isozyme_variant", wrong_in_the_second_call(mlp_gpu.isozyme_variant, "d_W2"))
     assert mlp_gpu.main(tiny) == 1
-    checks = json.loads(output.read_text())["rows"][0]["checks"]
-    assert not checks["isozyme"]["passed"] and not checks["isozyme pairs"]["passed"]
+    assert not any(row["check"]["passed"] for row in report_of(output)["rows"])
 
 
 # --- gmm_gpu.py ------------------------------------------------------------------------------------------------
@@ -453,24 +475,28 @@ def test_gmm_gpu_runs_and_fails_on_a_wrong_gradient(tmp_path: Path, monkeypatch:
     tiny = ["--sizes", "30x3x4", "--precisions", "f64,f32", "--peers", "", "--repeats", "2", "--json", str(output),
             "--plot", str(picture)]
     assert gmm_gpu.main(tiny) == 0
-    report = json.loads(output.read_text())
-    assert report["passed"] is True and set(report["rows"][0]["ms"]) == {
+    report = report_of(output)
+    keys = {f"{row['variant']} {row['size'].split()[-1]}" for row in report["rows"]}
+    assert report["passed"] is True and keys == {
         "isozyme pairs f64", "isozyme pairs_qmu f64", "isozyme staged f64", "isozyme blocked f64",
         "isozyme blocked_qmu f64", "isozyme points f64", "isozyme pairs f32", "isozyme pairs_qmu f32",
         "isozyme staged f32", "isozyme blocked f32", "isozyme blocked_qmu f32"}
+    assert {row["variant"] for row in report["rows"] if row["kind"] == "natural"} == {"isozyme points"}
     assert picture.read_text().count("<rect x=") >= 3
     one = ["--sizes", "30x3x4", "--precisions", "f64", "--peers", "", "--repeats", "2", "--variants", "pairs_qmu",
            "--json", str(output)]
     assert gmm_gpu.main(one) == 0
-    assert set(json.loads(output.read_text())["rows"][0]["ms"]) == {"isozyme pairs_qmu f64"}
+    assert [(row["size"], row["variant"]) for row in report_of(output)["rows"]] == [
+        ("n=30 d=3 K=4 f64", "isozyme pairs_qmu")]
     with pytest.raises(SystemExit):
         gmm_gpu.main([*one[:-2], "--variants", "pairs,qmu"])
     monkeypatch.setattr(gmm_gpu, "isozyme_variant", wrong_in_the_second_call(gmm_gpu.isozyme_variant, "d_means"))
     assert gmm_gpu.main(tiny) == 1
-    checks = json.loads(output.read_text())["rows"][0]["checks"]
-    assert not any(checks[f"isozyme {name} f64"]["passed"]
+    report = report_of(output)
+    f64, f32 = by_variant(report, size="n=30 d=3 K=4 f64"), by_variant(report, size="n=30 d=3 K=4 f32")
+    assert not any(f64[f"isozyme {name}"]["check"]["passed"]
                    for name in ("pairs", "pairs_qmu", "staged", "blocked", "blocked_qmu", "points"))
-    assert all(checks[f"isozyme {name} f32"]["passed"]  # 1e-6 of the largest entry is within f32's tolerance
+    assert all(f32[f"isozyme {name}"]["check"]["passed"]  # 1e-6 of the largest entry is within f32's tolerance
                for name in ("pairs", "pairs_qmu", "staged", "blocked", "blocked_qmu"))
 
 
@@ -491,9 +517,12 @@ def test_transformer_parts_checks_every_part_against_torch(tmp_path: Path, monke
     adjoints = transformer_parts.Part.adjoints
     try:
         assert transformer_parts.main([*arguments, "--json", str(tmp_path / "good.json")]) == 0
-        report = json.loads((tmp_path / "good.json").read_text())
+        report = report_of(tmp_path / "good.json")
         assert report["passed"] is True
-        assert [row["part"] for row in report["rows"]] == [*transformer_parts.LAYER_USES, "layer (sum)"]
+        assert list(dict.fromkeys(row["problem"] for row in report["rows"])) == [
+            f"{part} gradient" for part in [*transformer_parts.LAYER_USES, "layer (sum)"]]
+        assert {row["variant"]: row["check"]["passed"] for row in report["rows"][:3]} == {
+            "isozyme": True, "torch eager": None, "torch.compile": None}  # torch: the reference, and data
         for wrong_call in (1, 2):  # the first call's gradient; the timed calls' mean
             perturb = perturb_call(wrong_call)
 
@@ -506,7 +535,9 @@ def test_transformer_parts_checks_every_part_against_torch(tmp_path: Path, monke
             bad = tmp_path / f"bad{wrong_call}.json"
             assert transformer_parts.main([*arguments, "--json", str(bad)]) == 1
             assert MISMATCH in capsys.readouterr().out
-            rows = {row["part"]: row["passed"] for row in json.loads(bad.read_text())["rows"]}
-            assert rows.pop("gelu") is False and rows.pop("layer (sum)") is False and all(rows.values())
+            rows = {row["problem"]: row["check"]["passed"] for row in report_of(bad)["rows"]
+                    if row["variant"] == "isozyme"}
+            assert rows.pop("gelu gradient") is False and rows.pop("layer (sum) gradient") is False
+            assert all(rows.values())
     finally:
         torch.set_default_dtype(default_dtype)

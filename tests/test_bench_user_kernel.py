@@ -28,6 +28,7 @@ from isozyme import Array, boolean, f32, f64, i64
 from isozyme import benchmark_suite as suite
 from isozyme.__main__ import main as isozyme_main
 from isozyme.benchmark_checks import MISMATCH
+from isozyme.benchmark_suite.results import validate
 from isozyme.benchmarking import paired_ratio
 from isozyme.kernel_comparison import (
     IR_STAGES,
@@ -124,13 +125,15 @@ def test_user_kernel_command_from_another_directory(user_module: Path, tmp_path:
     assert result.returncode == 0, result.stderr
     assert "pre/post" in result.stdout and "IR instructions" in result.stdout and MISMATCH not in result.stdout
     data = json.loads((run / "out.json").read_text())
-    assert data["passed"] is True and data["activity"] == ["dup", "dup", "const"]
-    assert [row["label"] for row in data["rows"]] == ["out[50] x[50] n=50", "out[80] x[80] n=80"]
+    assert validate(data) == [] and data["benchmark"] == "bench_user"
+    assert data["passed"] is True and data["parameters"]["activity"] == ["dup", "dup", "const"]
+    assert list(dict.fromkeys(row["size"] for row in data["rows"])) == ["out[50] x[50] n=50", "out[80] x[80] n=80"]
     for row in data["rows"]:
-        checks = row["check"]["checks"]
-        assert set(checks) == {"primal", "post", "pre", "finite differences"}
-        assert all(check["passed"] for check in checks.values())
-        assert set(row["ir_sizes"]) == {column for column, _, _ in IR_STAGES}
+        assert row["check"]["passed"] and row["variant"] in ("isozyme", "isozyme post", "isozyme pre")
+        if row["variant"] == "isozyme pre":  # the reference gradient, and its finite-difference check
+            assert set(row["check"]["checks"]) == {"pre", "finite differences"}
+        if row["variant"] == "isozyme post":
+            assert set(row["details"]["ir_sizes"]) == {column for column, _, _ in IR_STAGES}
     document = xml.dom.minidom.parse(str(run / "out.svg"))
     assert len(document.getElementsByTagName("polyline")) == 2  # one kernel, two panels
 
@@ -302,7 +305,8 @@ def test_installed_package_runs_the_bench_from_any_directory(tmp_path: Path, use
     suite_run = bench("--suite", "quick", "--only", "relu3", "--min-time", "0.01", "--json", "suite.json")
     assert suite_run.returncode == 0, suite_run.stderr
     data = json.loads((run / "suite.json").read_text())
-    assert data["passed"] is True and [row["benchmark"] for row in data["rows"]] == ["relu3"]
+    assert data["passed"] is True and {row["details"]["benchmark"] for row in data["rows"]} == {"relu3"}
+    assert data["commit"] is None and data["dirty"] is None  # installed: no checkout
     assert "relu3" in suite_run.stdout and "geometric mean of pre/post" in suite_run.stdout
     user_run = bench(f"{user_module}:norm", "--args", "inputs(20)", "--min-time", "0.001")
     assert user_run.returncode == 0, user_run.stderr
@@ -318,4 +322,4 @@ def test_the_readmes_command_runs(tmp_path: Path) -> None:
                             text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     data = json.loads((tmp_path / "norm.json").read_text())
-    assert data["passed"] is True and data["rows"][0]["label"] == "out[4000] x[4000] n=4000"
+    assert data["passed"] is True and data["rows"][0]["size"] == "out[4000] x[4000] n=4000"

@@ -51,6 +51,8 @@ fft (Enzyme), brusselator (Enzyme's ode-real vector-Jacobian product), mlp (SGD 
 module's docstring says where its facts (formulas, constants, data) come from and where the kernel departs
 from the reference's code.
 Correctness: tests/test_bench_kernels.py (ADBench's golden values, numpy references, finite differences).
+`results.py` is no benchmark: it holds the schema of the results JSON that `python -m isozyme bench --json` and
+the scripts of benchmarks/ write (the stamp of the run, a row per variant, its check).
 
 The suite is part of the installed package (a tool, like `isozyme.benchmarking`: no package of the compiler
 imports it, pyproject.toml's import-linter contract "no-tools"), so `python -m isozyme bench` runs from any
