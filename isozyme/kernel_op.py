@@ -158,7 +158,8 @@ class KernelOp:
 
     def output_shapes(self, args: Sequence[object]) -> list[tuple]:
         """Each output's shape, from the op's arguments (anything with a `.shape`: numpy arrays, tensors, fake
-        tensors, JAX tracers) by its rule; ValueError for a rule that gives the wrong number of extents."""
+        tensors, JAX tracers) by its rule; ValueError naming the output for a rule that gives the wrong number
+        of extents or a negative one."""
         shapes = []
         for slot in self.outputs:
             if callable(slot.rule):
@@ -170,6 +171,9 @@ class KernelOp:
             if len(shape) != slot.rank:
                 raise ValueError(f"the shape rule of output '{slot.name}' of kernel '{self.name}' gave {shape}, "
                                  f"not {slot.rank} extent(s)")
+            if any(extent < 0 for extent in shape):
+                raise ValueError(f"the shape rule of output '{slot.name}' of kernel '{self.name}' gave {shape}: an "
+                                 "extent is negative")
             shapes.append(shape)
         return shapes
 

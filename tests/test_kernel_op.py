@@ -77,6 +77,10 @@ def test_bad_shape_rules() -> None:
     spec = KernelOp(affine_accumulate, {"out": lambda x, W, scale, n: (n,)})
     with pytest.raises(ValueError, match=r"shape rule of output 'out'.*gave \(2,\), not 2 extent"):
         spec.forward([np.zeros((3, 2)), np.zeros((4, 2)), 1.0, 2])
+    negative = KernelOp(affine_accumulate, {"out": lambda x, W, scale, n: (x.shape[0] - n - 2, W.shape[0])})
+    with pytest.raises(ValueError, match=r"shape rule of output 'out' of kernel 'affine_accumulate' gave \(-1, 4\)"
+                                         ": an extent is negative"):
+        negative.forward([np.zeros((3, 2)), np.zeros((4, 2)), 1.0, 2])
     with pytest.raises(ValueError, match="names a parameter twice"):
         KernelOp(affine_accumulate, ("out", "out"))
     with pytest.raises(TypeError, match="needs an @iz.kernel"):

@@ -249,6 +249,14 @@ def test_second_derivatives_are_an_error() -> None:
         torch.func.grad(lambda W: torch.func.grad(lambda W: dense_op(x, W, b).sum())(W).sum())(W.detach())
 
 
+def test_a_negative_extent_from_a_shape_rule_names_the_output() -> None:
+    """Issue 62: it was numpy's "negative dimensions are not allowed"."""
+    x, y = (t.detach() for t in tensors(29, (3,), (4,)))
+    short = isozyme.torch.op(outer, outputs={"out": lambda x, y: (x.shape[0] - 5, y.shape[0])})
+    with pytest.raises(ValueError, match=r"shape rule of output 'out' of kernel 'outer' gave \(-2, 4\).*negative"):
+        short(x, y)
+
+
 def test_bad_arguments_name_the_parameter() -> None:
     x, W, b = (t.detach() for t in tensors(16, (3, 2), (4, 2), (4,)))
     with pytest.raises(TypeError, match="parameter 'W' of kernel 'dense_tanh'.*float64.*float32"):
