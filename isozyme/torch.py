@@ -29,7 +29,11 @@ outputs, their shapes and the backward are: `isozyme/kernel_op.py`.
   same backward: a custom op's own autograd registration does not take part in `torch.func`'s transforms
   (torch 2.13), an `autograd.Function` does, and dynamo traces it into the graph as the op's call. So the
   op works in eager mode, under `torch.compile` (one opaque node, and one for its backward: no graph
-  break, `fullgraph=True` works) and under `torch.func` (`grad`, `vjp`, `vmap`).
+  break, `fullgraph=True` works, as the process's first call too, with inputs that require grad or none
+  that do, under `no_grad` and `inference_mode`, with `dynamic=True`) and under `torch.func` (`grad`,
+  `vjp`, `vmap`). Two details make dynamo's trace work: the call reads no `functools.cached_property`
+  (whose first read takes an RLock on Python 3.10/3.11, a graph break), and the Function's `forward` has
+  one parameter per argument (with no input requiring grad, dynamo inlines it and would pass it a context).
 - **First order.** The backward op's own derivative is an error (RuntimeError naming the kernel), reached
   by `create_graph=True` or nested `torch.func.grad`: a second derivative through the op fails, never
   comes out as zero.
@@ -37,6 +41,7 @@ outputs, their shapes and the backward are: `isozyme/kernel_op.py`.
 
 from __future__ import annotations
 
+import inspect
 import itertools
 from collections.abc import Callable, Mapping, Sequence
 
@@ -81,6 +86,9 @@ class TorchOp:
         self.__doc__ = f"The PyTorch op of isozyme kernel '{spec.name}'."
         name = f"isozyme::{spec.name}_{next(_COUNTER)}"
         params = ", ".join(f"{_schema_type(s)} {s.name}" for s in spec.inputs)
+        self.input_dtypes = [_DTYPES[s.dtype] for s in spec.inputs]
+        """Read here, not in the call: dynamo traces the call, and a first read of `ScalarType.numpy_dtype` (a
+        `functools.cached_property`, which takes an RLock on Python 3.10/3.11) is a graph break."""
         self.result_dtypes = [_DTYPES[s.dtype] for s in spec.outputs]
         if spec.returns is not None:
             self.result_dtypes.append(_DTYPES[spec.returns.numpy_dtype])
@@ -104,13 +112,13 @@ class TorchOp:
         backward_function = None
         if self.backward_op is not None:  # its derivative is an error, whichever way autograd reaches it
             self.backward_op.register_autograd(_second_order_error(spec.name), setup_context=_no_context)
-            backward_function = _function(f"{spec.name}_backward", overloads[1], _no_context,
-                                          _second_order_error(spec.name))
+            backward_function = _function(f"{spec.name}_backward", overloads[1], len(spec.inputs) + len(self.cotangents),
+                                          _no_context, _second_order_error(spec.name))
         setup_context, backward = _autograd(overloads[1], backward_function, len(spec.inputs),
                                             tuple(self.differentiable), tuple(self.cotangents),
                                             tuple(self.result_dtypes))
         self.forward_op.register_autograd(backward, setup_context=setup_context)
-        self.function = _function(spec.name, overloads[0], setup_context, backward)
+        self.function = _function(spec.name, overloads[0], len(spec.inputs), setup_context, backward)
         """What a call goes through (the forward op, and the autograd registration in the form torch.func
         takes)."""
 
@@ -118,11 +126,13 @@ class TorchOp:
 
     def __call__(self, *args: object, **kwargs: object) -> object:
         values = self.spec.bind(args, kwargs)
-        return self.function.apply(*[self._checked(slot, value) for slot, value in zip(self.spec.inputs, values)])
+        return self.function.apply(*[self._checked(slot, dtype, value)
+                                     for slot, dtype, value in zip(self.spec.inputs, self.input_dtypes, values)])
 
-    def _checked(self, slot: Slot, value: object) -> object:
-        """`value` as the schema takes it; TypeError or ValueError naming the parameter."""
-        where, dtype = self.spec.where(slot), _DTYPES[slot.dtype]
+    def _checked(self, slot: Slot, dtype: torch.dtype, value: object) -> object:
+        """`value` as the schema takes it (`dtype` the parameter's); TypeError or ValueError naming the
+        parameter."""
+        where = self.spec.where(slot)
         if slot.is_array:
             if not isinstance(value, torch.Tensor):
                 raise TypeError(f"{where} takes a torch.Tensor, got {type(value).__name__}")
@@ -234,13 +244,17 @@ def _no_context(ctx: object, inputs: tuple, output: object) -> None:
     """The backward op's `setup_context`: its backward is an error and needs nothing saved."""
 
 
-def _function(name: str, op: object, setup_context: Callable[..., None],
+def _function(name: str, op: object, arity: int, setup_context: Callable[..., None],
               backward: Callable[..., tuple]) -> type[torch.autograd.Function]:
-    """The registered op `op` as an `autograd.Function` with `setup_context`, the form `torch.func`
-    transforms accept (a `custom_op`'s own autograd registration does not take part in them), with vmap
-    rules generated from the op's (`generate_vmap_rule`)."""
+    """The registered op `op` of `arity` arguments as an `autograd.Function` with `setup_context`, the form
+    `torch.func` transforms accept (a `custom_op`'s own autograd registration does not take part in them),
+    with vmap rules generated from the op's (`generate_vmap_rule`)."""
     def forward(*args: object) -> object:
         return op(*args)  # type: ignore[operator]
+    # One parameter per argument, no ctx: with no input requiring grad, dynamo inlines the forward and passes
+    # it the context unless its signature has exactly one parameter per argument (torch 2.13).
+    forward.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [inspect.Parameter(f"arg{i}", inspect.Parameter.POSITIONAL_ONLY) for i in range(arity)])
     return type(name, (torch.autograd.Function,), {
         "forward": staticmethod(forward), "setup_context": staticmethod(setup_context),
         "backward": staticmethod(backward), "generate_vmap_rule": True})

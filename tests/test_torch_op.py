@@ -5,6 +5,10 @@ mode, under `torch.compile` (one opaque op, `fullgraph=True`: no graph break) an
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -255,6 +259,73 @@ def test_a_negative_extent_from_a_shape_rule_names_the_output() -> None:
     short = isozyme.torch.op(outer, outputs={"out": lambda x, y: (x.shape[0] - 5, y.shape[0])})
     with pytest.raises(ValueError, match=r"shape rule of output 'out' of kernel 'outer' gave \(-2, 4\).*negative"):
         short(x, y)
+
+
+def test_torch_compile_fullgraph_as_the_first_call_of_a_process() -> None:
+    """Issue 62: dynamo traced the first read of a `functools.cached_property` (ScalarType.numpy_dtype), which
+    takes an RLock on Python 3.10/3.11: 'Unsupported context manager' under fullgraph=True. A fresh process,
+    so that nothing has read those properties before the compiled call."""
+    code = """if True:
+        import sys
+        sys.path.insert(0, "tests")
+        import torch
+        import isozyme.torch
+        from op_kernels import scaled_squares
+        op = isozyme.torch.op(scaled_squares, outputs={"out": lambda x, a, n: (n,)})
+        x = torch.linspace(-1.0, 1.0, 5, dtype=torch.float64, requires_grad=True)
+        a = torch.tensor(0.5, dtype=torch.float64, requires_grad=True)
+        def loss(x, a):
+            out, s = op(x, a, 5)
+            return out.sum() + s
+        torch.compile(loss, fullgraph=True)(x, a).backward()
+        torch.testing.assert_close(x.grad, 2 * a.detach() * x.detach() + torch.cos(x.detach()), rtol=1e-12, atol=0)
+        torch.testing.assert_close(a.grad, (x.detach() ** 2).sum(), rtol=1e-12, atol=0)
+        with torch.no_grad():
+            out, s = torch.compile(op, fullgraph=True)(x, a, 3)
+        torch.testing.assert_close(s, torch.sin(x.detach()[:3]).sum(), rtol=1e-12, atol=0)
+    """
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
+                          cwd=Path(__file__).resolve().parent.parent)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+class Layer(torch.nn.Module):
+    def __init__(self, W, b) -> None:
+        super().__init__()
+        self.W, self.b = torch.nn.Parameter(W), torch.nn.Parameter(b)
+
+    def forward(self, x):
+        return dense_op(x, self.W, self.b)
+
+
+@pytest.mark.parametrize("mode", ["no_input_requires_grad", "no_grad", "inference_mode", "eval", "dynamic"])
+def test_torch_compile_without_grad(mode: str) -> None:
+    """Issue 62: with no input requiring grad, dynamo inlined the autograd.Function's forward and passed it
+    its context: "'AutogradFunctionContextVariable' object has no attribute 'proxy'"."""
+    torch._dynamo.reset()
+    x, W, b = (t.detach() for t in tensors(20, (5, 3), (4, 3), (4,)))
+    expected = dense_torch(x, W, b)
+    if mode == "no_input_requires_grad":
+        result = torch.compile(dense_op, fullgraph=True)(x, W, b)
+    elif mode == "no_grad":
+        with torch.no_grad():
+            result = torch.compile(dense_op, fullgraph=True)(x, W.requires_grad_(), b.requires_grad_())
+    elif mode == "inference_mode":
+        with torch.inference_mode():
+            result = torch.compile(dense_op, fullgraph=True)(x, W, b)
+    elif mode == "eval":
+        layer = Layer(W, b).eval()
+        with torch.no_grad():
+            result = torch.compile(layer, fullgraph=True)(x)
+    else:
+        compiled = torch.compile(dense_op, fullgraph=True, dynamic=True)
+        result = compiled(x, W, b)
+        assert_close(compiled(x[:2], W, b), expected[:2])
+        W.requires_grad_()
+        (gradient,) = torch.autograd.grad(compiled(x, W, b).sum(), W)
+        assert_close(gradient, torch.autograd.grad(dense_torch(x, W, b).sum(), W)[0])
+    assert not result.requires_grad
+    assert_close(result, expected)
 
 
 def test_bad_arguments_name_the_parameter() -> None:
