@@ -265,8 +265,8 @@ class KernelOp:
             why = (f"its float output(s) {', '.join(map(repr, floats))}" if floats else
                    f"it returns {'nothing' if self.returns is None else self.returns}")
             return (f"the op of isozyme kernel '{self.name}' has first derivatives only: a second derivative "
-                    "(create_graph=True, grad of grad, hessian, jacfwd of jacrev) goes through iz.hvp, which "
-                    f"differentiates a kernel's float return, and this op has {why}")
+                    "(a Hessian, grad of grad, create_graph=True) goes through iz.hvp, which differentiates a "
+                    f"kernel's float return, and this op has {why}")
         return (f"the op of isozyme kernel '{self.name}' has derivatives up to second order only (iz.hvp): "
                 f"a derivative of order {order} is not supported")
 
