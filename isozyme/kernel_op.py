@@ -24,6 +24,17 @@ the array parameters that are outputs; the others are the op's *inputs*, in the 
   float input arrays get zero shadows and float scalars are Active; what comes back is the gradient of each
   float input (an array, or a number for a scalar) and None for integer and boolean inputs, which have no
   gradient. Integer outputs and integer returns carry no cotangent.
+- **Forward mode** (`tangents`) is the kernel's forward mode, one `iz.fwddiff` call: each float input with
+  its tangent (zero where none is given), each float output Duplicated with a zero tangent on a fresh
+  zeroed output; what comes back is the tangent of each float output and of a float return.
+- **Second derivatives** (`hessian_vector`) are isozyme's forward over reverse, one `iz.hvp` call: the
+  Hessian of the kernel's float return with respect to all its float inputs, times a direction. `iz.hvp`
+  differentiates a float return only, so an op has second derivatives when its one float result is the
+  return (no float outputs): `derivative_order` is 2 for such an op, 1 for the others, and
+  `order_error(order)` is the message of a derivative past it, naming the kernel. The frameworks build every
+  second derivative from the first-order rules and this one: the Hessian is symmetric, so
+  `hessian_vector` is its own transpose, and the derivative of `backward` in the inputs, for the return's
+  cotangent `s`, is `s * hessian_vector`.
 """
 
 from __future__ import annotations
@@ -36,7 +47,7 @@ import numpy as np
 
 from isozyme.enzyme_ad.custom import reads_and_writes
 from isozyme.runtime.arguments import Parameter
-from isozyme.runtime.autodiff import Active, Const, Duplicated, autodiff
+from isozyme.runtime.autodiff import Active, Const, Duplicated, autodiff, fwddiff, hvp
 from isozyme.runtime.kernel import Kernel
 from isozyme.ssa.types import ArrayType, ScalarType
 
@@ -115,6 +126,10 @@ class KernelOp:
         self.signature = inspect.Signature([inspect.Parameter(s.name, inspect.Parameter.POSITIONAL_OR_KEYWORD)
                                             for s in self.inputs])
         """The op's Python signature: the inputs, by position or by name."""
+        self.derivative_order = 2 if self.returns is not None and self.returns.is_float and not any(
+            s.differentiable for s in self.outputs) else 1
+        """The highest derivative the op has (module docstring, "Second derivatives")."""
+        self._hvp: Callable[..., object] | None = None
 
     def where(self, slot: Slot) -> str:
         """How messages name a parameter."""
@@ -158,7 +173,8 @@ class KernelOp:
 
     def output_shapes(self, args: Sequence[object]) -> list[tuple]:
         """Each output's shape, from the op's arguments (anything with a `.shape`: numpy arrays, tensors, fake
-        tensors, JAX tracers) by its rule; ValueError for a rule that gives the wrong number of extents."""
+        tensors, JAX tracers) by its rule; ValueError naming the output for a rule that gives the wrong number
+        of extents or a negative one."""
         shapes = []
         for slot in self.outputs:
             if callable(slot.rule):
@@ -170,6 +186,9 @@ class KernelOp:
             if len(shape) != slot.rank:
                 raise ValueError(f"the shape rule of output '{slot.name}' of kernel '{self.name}' gave {shape}, "
                                  f"not {slot.rank} extent(s)")
+            if any(extent < 0 for extent in shape):
+                raise ValueError(f"the shape rule of output '{slot.name}' of kernel '{self.name}' gave {shape}: an "
+                                 "extent is negative")
             shapes.append(shape)
         return shapes
 
@@ -213,6 +232,61 @@ class KernelOp:
         return [(shadows[s.position] if s.is_array else s.dtype.type(next(scalars))) if s.differentiable else None
                 for s in self.inputs]
 
+    def tangents(self, values: Sequence[object], input_tangents: Sequence[object]) -> tuple[list[object], object]:
+        """Forward mode: the tangent of each output (None for an integer one) and of the return value (None
+        unless it is a float), given one tangent per input (None for a zero one, and for integer and boolean
+        inputs, which have none)."""
+        values = self._distinct(values)
+        annotated: dict[int, object] = {}
+        tangents: list[np.ndarray | None] = []
+        for slot, shape in zip(self.outputs, self.output_shapes(values)):
+            output = np.zeros(shape, slot.dtype)
+            tangents.append(np.zeros(shape, slot.dtype) if slot.differentiable else None)
+            annotated[slot.position] = Const(output) if tangents[-1] is None else Duplicated(output, tangents[-1])
+        for slot, value, tangent in zip(self.inputs, values, input_tangents):
+            if not slot.differentiable:
+                annotated[slot.position] = Const(value)
+            elif slot.is_array:  # a copy: the tangent may be the buffer of a value, or of another tangent
+                seed = np.zeros(np.shape(value), slot.dtype) if tangent is None else np.array(
+                    tangent, slot.dtype, order="C", copy=True)
+                if seed.shape != np.shape(value):
+                    raise ValueError(f"the tangent of {self.where(slot)} has shape {seed.shape}, not the "
+                                     f"input's {np.shape(value)}")
+                annotated[slot.position] = Duplicated(value, seed)
+            else:
+                annotated[slot.position] = Duplicated(value, 0.0 if tangent is None else float(np.asarray(tangent)))
+        _, return_tangent = fwddiff(self.kernel, *(annotated[i] for i in range(self.parameter_count)))
+        return tangents, return_tangent
+
+    def order_error(self, order: int) -> str:
+        """The message of a derivative of order `order`, past `derivative_order`: it names the kernel."""
+        if self.derivative_order == 1:
+            floats = [s.name for s in self.outputs if s.differentiable]
+            why = (f"its float output(s) {', '.join(map(repr, floats))}" if floats else
+                   f"it returns {'nothing' if self.returns is None else self.returns}")
+            return (f"the op of isozyme kernel '{self.name}' has first derivatives only: a second derivative "
+                    "(a Hessian, grad of grad, create_graph=True) goes through iz.hvp, which differentiates a "
+                    f"kernel's float return, and this op has {why}")
+        return (f"the op of isozyme kernel '{self.name}' has derivatives up to second order only (iz.hvp): "
+                f"a derivative of order {order} is not supported")
+
+    def hessian_vector(self, values: Sequence[object], directions: Sequence[object]) -> list[object]:
+        """The Hessian of the float return with respect to the float inputs, times the direction given by
+        one entry per input (None for a zero one, and for integer and boolean inputs): one entry per input,
+        None for the integer and boolean ones. For an op of `derivative_order` 2."""
+        if self.derivative_order < 2:
+            raise RuntimeError(self.order_error(2))
+        positions = [s.position for s in self.inputs if s.differentiable]
+        if self._hvp is None:
+            self._hvp = hvp(self.kernel, argnums=tuple(positions))
+        values = self._distinct(values)
+        outputs = [np.zeros(shape, slot.dtype) for slot, shape in zip(self.outputs, self.output_shapes(values))]
+        v = tuple(_direction(slot, value, direction)
+                  for slot, value, direction in zip(self.inputs, values, directions) if slot.differentiable)
+        products = iter(self._hvp(*self._arguments(values, outputs), v))  # type: ignore[misc]
+        return [(next(products) if s.is_array else s.dtype.type(next(products))) if s.differentiable else None
+                for s in self.inputs]
+
     def _arguments(self, values: Sequence[object], outputs: Sequence[np.ndarray]) -> list[object]:
         arguments: list[object] = [None] * self.parameter_count
         for slot, value in zip(self.inputs, values):
@@ -233,6 +307,13 @@ class KernelOp:
                 value = value.copy()
             distinct.append(value)
         return distinct
+
+
+def _direction(slot: Slot, value: object, direction: object) -> object:
+    """A direction for `iz.hvp`: zeros where None, a number for a scalar."""
+    if slot.is_array:
+        return np.zeros(np.shape(value), slot.dtype) if direction is None else direction
+    return 0.0 if direction is None else float(np.asarray(direction))
 
 
 def _output_rules(outputs: object) -> dict[str, ShapeRule]:

@@ -19,26 +19,58 @@ outputs, their shapes and the backward are: `isozyme/kernel_op.py`.
   (`Tensor.numpy()`), outputs are numpy arrays the returned tensors share (`torch.from_numpy`); a
   non-contiguous tensor is made contiguous (one copy) before the kernel sees it, as the kernel's arrays are
   C-contiguous.
-- **Registration.** Two operators in the `isozyme` namespace, registered with `torch.library.custom_op`:
-  `isozyme::<kernel>_<n>` (the forward) and `isozyme::<kernel>_<n>_backward` (the reverse mode, itself an
-  op, so that `torch.compile` traces a training step's backward as one opaque node too). Each has a fake
-  implementation that gives the results' shapes without running the kernel (`register_fake`) and a vmap
-  rule that loops over the batch (`register_vmap`); the forward has `register_autograd`, which is what
-  calling the registered op directly (and `torch.library.opcheck`) uses.
+- **Registration.** Up to four operators in the `isozyme` namespace, registered with
+  `torch.library.custom_op`: `isozyme::<kernel>_<n>` (the forward), `..._backward` (reverse mode: the
+  inputs and the cotangents of the float results to the gradients of the float inputs), `..._jvp` (forward
+  mode: the inputs and the tangents of the float inputs to the tangents of the float results) and, for an
+  op with second derivatives, `..._hvp` (the inputs and a direction per float input to the Hessian-vector
+  product). Each is an op so that `torch.compile` traces it as one opaque node (a training step's backward
+  too); each has a fake implementation that gives the results' shapes without running the kernel
+  (`register_fake`), a vmap rule that loops over the batch (`register_vmap`) and `register_autograd` with
+  the rules below, which is what calling a registered op directly (and `torch.library.opcheck`) uses. A
+  registered op on its own has reverse mode only: torch 2.13 passes no tangent through a custom op under
+  forward mode (a zero tangent, silently), so forward mode goes through the op itself, never `forward_op`.
 - **The call** goes through an `autograd.Function` (`setup_context` form) around the forward op, with the
-  same backward: a custom op's own autograd registration does not take part in `torch.func`'s transforms
-  (torch 2.13), an `autograd.Function` does, and dynamo traces it into the graph as the op's call. So the
-  op works in eager mode, under `torch.compile` (one opaque node, and one for its backward: no graph
-  break, `fullgraph=True` works) and under `torch.func` (`grad`, `vjp`, `vmap`).
-- **First order.** The backward op's own derivative is an error (RuntimeError naming the kernel), reached
-  by `create_graph=True` or nested `torch.func.grad`: a second derivative through the op fails, never
-  comes out as zero.
+  same backward and a jvp: a custom op's own autograd registration does not take part in `torch.func`'s
+  transforms (torch 2.13), an `autograd.Function` does, and dynamo traces it into the graph as the op's
+  call. So the op works in eager mode, under `torch.compile` (one opaque node, and one for its backward: no
+  graph break, `fullgraph=True` works, as the process's first call too, with inputs that require grad or
+  none that do, under `no_grad` and `inference_mode`, with `dynamic=True`) and under `torch.func` (`grad`,
+  `vjp`, `vmap`, `jvp`, `jacfwd`, `jacrev`, `hessian`) and `torch.autograd.forward_ad`. Two details make
+  dynamo's trace work: the call reads no `functools.cached_property` (whose first read takes an RLock on
+  Python 3.10/3.11, a graph break), and the Function's `forward` has one parameter per argument (with no
+  input requiring grad, dynamo inlines it and would pass it a context). Under `torch.compile` the call goes
+  through the same Function without its jvp (dynamo does not trace a custom jvp: a graph break), and forward
+  mode under `torch.compile` runs the op eagerly (`torch.compiler.disable`: a graph break, an error under
+  `fullgraph=True` naming the kernel), as dynamo would drop the jvp (pytorch/pytorch#192985) and give a zero
+  tangent.
+- **Derivatives.** Each of the four ops is an `autograd.Function` whose backward and jvp are built from the
+  others (`_derivatives`), with `J` the Jacobian of the float results in the float inputs and `H` the
+  Hessian of a float return (`KernelOp.hessian_vector`, isozyme's forward over reverse, `iz.hvp`):
+
+  | op | computes | its backward (cotangent `u`) | its jvp |
+  |---|---|---|---|
+  | forward | `f(x)` | backward op: `J^T u` | jvp op: `J t` |
+  | backward | `g = J^T c` | in `c`: `J u`; in `x`: `c H u` | `J^T dc + c H dx` |
+  | jvp | `J t` | in `t`: `J^T u`; in `x`: `u H t` | `J dt + t . H dx` |
+  | hvp | `H v` | in `v`: `H u` (`H` is symmetric); in `x`: error | `H dv`; in `x`: error |
+
+  So an op has first derivatives in both modes, and an op whose one float result is the return (no float
+  outputs: `KernelOp.derivative_order` 2) has second derivatives in every combination: `torch.func.hessian`
+  (forward over reverse), `create_graph=True` and grad of grad (reverse over reverse), `jacfwd` of `jacfwd`,
+  `jacrev` of `jacfwd`. The `c H u` terms are where the cotangent `c` is the return's; with a float output,
+  `iz.hvp` has no rule for it, and a term in `H` is a RuntimeError naming the kernel (reached by
+  `create_graph=True`, grad of grad, `hessian`, `jacfwd` of `jacfwd`), as is a third derivative: never a
+  zero. Such an error comes whenever autograd marks an input as needing that term
+  (`ctx.needs_input_grad`), or forward mode gives it a tangent, even one of zeros.
 """
 
 from __future__ import annotations
 
+import inspect
 import itertools
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -72,8 +104,9 @@ def _returns(count: int) -> str:
 
 
 class TorchOp:
-    """The operator: call it with the op's arguments. `forward_op` and `backward_op` are the registered
-    `torch.library` ops (the module docstring)."""
+    """The operator: call it with the op's arguments. `forward_op`, `backward_op`, `tangent_op` and `hvp_op` are
+    the registered `torch.library` ops, `function` the `autograd.Function` a call goes through (the module
+    docstring)."""
 
     def __init__(self, spec: KernelOp) -> None:
         self.spec = spec
@@ -81,48 +114,60 @@ class TorchOp:
         self.__doc__ = f"The PyTorch op of isozyme kernel '{spec.name}'."
         name = f"isozyme::{spec.name}_{next(_COUNTER)}"
         params = ", ".join(f"{_schema_type(s)} {s.name}" for s in spec.inputs)
+        self.input_dtypes = [_DTYPES[s.dtype] for s in spec.inputs]
+        """Read here, not in the call: dynamo traces the call, and a first read of `ScalarType.numpy_dtype` (a
+        `functools.cached_property`, which takes an RLock on Python 3.10/3.11) is a graph break."""
         self.result_dtypes = [_DTYPES[s.dtype] for s in spec.outputs]
         if spec.returns is not None:
             self.result_dtypes.append(_DTYPES[spec.returns.numpy_dtype])
-        self.forward_op = torch.library.custom_op(name, self._forward, mutates_args=(), device_types="cpu",
-                                                  schema=f"({params}) -> {_returns(len(self.result_dtypes))}")
-        self.forward_op.register_fake(self._forward_fake)
-        self.forward_op.register_vmap(_looped(self.forward_op))
         self.differentiable = [i for i, s in enumerate(spec.inputs) if s.differentiable]
+        """The inputs that have a gradient and take a tangent: float arrays and float scalars, by position."""
         self.cotangents = [i for i, s in enumerate([*spec.outputs, *([] if spec.returns is None else [spec.returns])])
                            if (s.differentiable if isinstance(s, Slot) else s.is_float)]
-        """The results that take a cotangent: float outputs and a float return, by position among the results."""
-        self.backward_op = None
+        """The results that take a cotangent and have a tangent: float outputs and a float return, by position
+        among the results."""
+        self.forward_op = _register(name, self._forward, self._forward_fake,
+                                    f"({params}) -> {_returns(len(self.result_dtypes))}")
+        self.backward_op = self.tangent_op = self.hvp_op = None
+        gradients = _returns(len(self.differentiable))
         if self.differentiable:
             cotangents = "".join(f", Tensor d_{i}" for i in self.cotangents)
-            self.backward_op = torch.library.custom_op(
-                f"{name}_backward", self._backward, mutates_args=(), device_types="cpu",
-                schema=f"({params}{cotangents}) -> {_returns(len(self.differentiable))}")
-            self.backward_op.register_fake(self._backward_fake)
-            self.backward_op.register_vmap(_looped(self.backward_op))
-        overloads = [getattr(op, "_opoverload", None) for op in (self.forward_op, self.backward_op)]
-        backward_function = None
-        if self.backward_op is not None:  # its derivative is an error, whichever way autograd reaches it
-            self.backward_op.register_autograd(_second_order_error(spec.name), setup_context=_no_context)
-            backward_function = _function(f"{spec.name}_backward", overloads[1], _no_context,
-                                          _second_order_error(spec.name))
-        setup_context, backward = _autograd(overloads[1], backward_function, len(spec.inputs),
-                                            tuple(self.differentiable), tuple(self.cotangents),
-                                            tuple(self.result_dtypes))
-        self.forward_op.register_autograd(backward, setup_context=setup_context)
-        self.function = _function(spec.name, overloads[0], setup_context, backward)
-        """What a call goes through (the forward op, and the autograd registration in the form torch.func
-        takes)."""
+            self.backward_op = _register(f"{name}_backward", self._backward, self._gradients_fake,
+                                         f"({params}{cotangents}) -> {gradients}")
+            if self.cotangents:
+                tangents = "".join(f", Tensor t_{i}" for i in self.differentiable)
+                self.tangent_op = _register(f"{name}_jvp", self._tangents, self._tangents_fake,
+                                            f"({params}{tangents}) -> {_returns(len(self.cotangents))}")
+            if spec.derivative_order == 2:
+                directions = "".join(f", Tensor v_{i}" for i in self.differentiable)
+                self.hvp_op = _register(f"{name}_hvp", self._hvp, self._gradients_fake,
+                                        f"({params}{directions}) -> {gradients}")
+        layout = _Layout(len(spec.inputs), tuple(self.differentiable), tuple(self.cotangents),
+                         tuple(self.result_dtypes), spec.order_error(2), spec.order_error(3))
+        functions = _derivatives(spec.name, layout, self.forward_op, self.backward_op, self.tangent_op, self.hvp_op)
+        self.function, self.compiled_function = functions
+        """What a call goes through: the forward op as an `autograd.Function` with the derivative rules of
+        `_derivatives`; under `torch.compile` the same without a jvp, which dynamo does not trace."""
+        self._forward_mode_eagerly = torch.compiler.disable(
+            self.function.apply, reason=f"forward mode through the op of isozyme kernel '{spec.name}' runs "
+            "eagerly: dynamo drops an autograd.Function's jvp (pytorch/pytorch#192985)")
 
     # --- the call ----------------------------------------------------------------------------------------------
 
     def __call__(self, *args: object, **kwargs: object) -> object:
         values = self.spec.bind(args, kwargs)
-        return self.function.apply(*[self._checked(slot, value) for slot, value in zip(self.spec.inputs, values)])
+        checked = [self._checked(slot, dtype, value)
+                   for slot, dtype, value in zip(self.spec.inputs, self.input_dtypes, values)]
+        if not torch.compiler.is_compiling():
+            return self.function.apply(*checked)
+        if torch.autograd.forward_ad._current_level >= 0:  # forward mode (jvp, jacfwd, forward_ad) is active
+            return self._forward_mode_eagerly(*checked)
+        return self.compiled_function.apply(*checked)
 
-    def _checked(self, slot: Slot, value: object) -> object:
-        """`value` as the schema takes it; TypeError or ValueError naming the parameter."""
-        where, dtype = self.spec.where(slot), _DTYPES[slot.dtype]
+    def _checked(self, slot: Slot, dtype: torch.dtype, value: object) -> object:
+        """`value` as the schema takes it (`dtype` the parameter's); TypeError or ValueError naming the
+        parameter."""
+        where = self.spec.where(slot)
         if slot.is_array:
             if not isinstance(value, torch.Tensor):
                 raise TypeError(f"{where} takes a torch.Tensor, got {type(value).__name__}")
@@ -155,14 +200,27 @@ class TorchOp:
         """The inputs as the kernel takes them: tensors as numpy views of their (contiguous) memory."""
         return [arg.detach().contiguous().numpy() if isinstance(arg, torch.Tensor) else arg for arg in args]
 
-    def _results(self, outputs: list[np.ndarray], result: object) -> object:
-        tensors = [torch.from_numpy(output) for output in outputs]
-        if self.spec.returns is not None:
-            tensors.append(torch.tensor(result, dtype=self.result_dtypes[-1]))
+    def _per_input(self, values: Sequence[object]) -> list[object]:
+        """One entry per input from one per differentiable input (a tangent, a direction), None elsewhere."""
+        per_input: list[object] = [None] * len(self.spec.inputs)
+        for position, value in zip(self.differentiable, self._numpy(values)):
+            per_input[position] = value
+        return per_input
+
+    def _tensors(self, values: Sequence[object], dtypes: Sequence[torch.dtype]) -> object:
+        """The op's result from numpy arrays and numbers: one tensor alone, a tuple for several."""
+        tensors = [torch.from_numpy(value) if isinstance(value, np.ndarray) and value.ndim else
+                   torch.tensor(np.asarray(value).item(), dtype=dtype) for value, dtype in zip(values, dtypes)]
         return tensors[0] if len(tensors) == 1 else tuple(tensors)
 
+    def _per_differentiable(self, per_input: Sequence[object]) -> object:
+        """The tensors of the entries of the differentiable inputs (gradients, Hessian-vector products)."""
+        return self._tensors([per_input[i] for i in self.differentiable],
+                             [self.input_dtypes[i] for i in self.differentiable])
+
     def _forward(self, *args: object) -> object:
-        return self._results(*self.spec.forward(self._numpy(args)))
+        outputs, result = self.spec.forward(self._numpy(args))
+        return self._tensors([*outputs, *([result] if self.spec.returns is not None else [])], self.result_dtypes)
 
     def _forward_fake(self, *args: object) -> object:
         shapes = [*self.spec.output_shapes(args), *([()] if self.spec.returns is not None else [])]
@@ -172,8 +230,8 @@ class TorchOp:
     def _split_cotangents(self, cotangents: Sequence[object]) -> tuple[list[object], object]:
         """The backward op's cotangent arguments as (one per output, None where it takes none; the return's)."""
         by_result: list[object] = [None] * len(self.result_dtypes)
-        for position, cotangent in zip(self.cotangents, cotangents):
-            by_result[position] = cotangent.detach().numpy()  # type: ignore[attr-defined]
+        for position, cotangent in zip(self.cotangents, self._numpy(cotangents)):
+            by_result[position] = cotangent
         count = len(self.spec.outputs)
         return by_result[:count], (by_result[count] if self.spec.returns is not None else None)
 
@@ -181,70 +239,235 @@ class TorchOp:
         count = len(self.spec.inputs)
         outputs, returned = self._split_cotangents(args[count:])
         gradients = self.spec.backward(self._numpy(args[:count]), outputs, returned)
-        tensors = [torch.from_numpy(np.asarray(gradients[i])) for i in self.differentiable]
-        return tensors[0] if len(tensors) == 1 else tuple(tensors)
+        return self._per_differentiable(gradients)
 
-    def _backward_fake(self, *args: object) -> object:
-        tensors = [torch.empty(tuple(args[i].shape), dtype=_DTYPES[self.spec.inputs[i].dtype])  # type: ignore
+    def _gradients_fake(self, *args: object) -> object:
+        """The backward op's and the hvp op's fake: one tensor per differentiable input, of its shape."""
+        tensors = [torch.empty(tuple(args[i].shape), dtype=self.input_dtypes[i])  # type: ignore[attr-defined]
                    for i in self.differentiable]
         return tensors[0] if len(tensors) == 1 else tuple(tensors)
 
+    def _tangents(self, *args: object) -> object:
+        count = len(self.spec.inputs)
+        outputs, returned = self.spec.tangents(self._numpy(args[:count]), self._per_input(args[count:]))
+        by_result = [*outputs, *([returned] if self.spec.returns is not None else [])]
+        return self._tensors([by_result[i] for i in self.cotangents], [self.result_dtypes[i] for i in self.cotangents])
 
-def _autograd(backward_op: object, backward_function: object, input_count: int, differentiable: tuple[int, ...],
-              cotangents: tuple[int, ...], result_dtypes: tuple[torch.dtype, ...],
-              ) -> tuple[Callable[..., None], Callable[..., tuple]]:
-    """`(setup_context, backward)` of the forward op, for `register_autograd` and `TorchOp.function`: the
-    backward calls the backward op (None when no input is differentiable) on the saved inputs and the
-    cotangents of the float results (zeros for a result that has none), and gives each differentiable
-    input its gradient, None to the others. Closures over ops, ints and dtypes only, which dynamo traces
-    (a bound method or an object of ours in the closure is a graph break)."""
+    def _tangents_fake(self, *args: object) -> object:
+        inputs = args[:len(self.spec.inputs)]
+        shapes = [*self.spec.output_shapes(inputs), *([()] if self.spec.returns is not None else [])]
+        tensors = [torch.empty(shapes[i], dtype=self.result_dtypes[i]) for i in self.cotangents]
+        return tensors[0] if len(tensors) == 1 else tuple(tensors)
 
+    def _hvp(self, *args: object) -> object:
+        count = len(self.spec.inputs)
+        products = self.spec.hessian_vector(self._numpy(args[:count]), self._per_input(args[count:]))
+        return self._per_differentiable(products)
+
+
+def _register(name: str, implementation: Callable[..., object], fake: Callable[..., object],
+              schema: str) -> object:
+    """A `torch.library.custom_op` on the CPU, with its fake and a vmap rule that loops (`_looped`)."""
+    custom_op = torch.library.custom_op(name, implementation, mutates_args=(), device_types="cpu", schema=schema)
+    custom_op.register_fake(fake)
+    custom_op.register_vmap(_looped(custom_op))
+    return custom_op
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """Where the derivatives' arguments and results are (TorchOp's `differentiable` and `cotangents`)."""
+
+    inputs: int
+    """The number of inputs: the arguments of the forward op, and the first arguments of the others."""
+    differentiable: tuple[int, ...]
+    cotangents: tuple[int, ...]
+    result_dtypes: tuple[torch.dtype, ...]
+    second_order: str
+    """The message of a second derivative, for an op that has first derivatives only."""
+    third_order: str
+
+
+def _derivatives(name: str, layout: _Layout, forward_op: object, backward_op: object, tangent_op: object,
+                 hvp_op: object) -> tuple[type[torch.autograd.Function], type[torch.autograd.Function]]:
+    """The `autograd.Function`s of the four ops and their derivative rules (module docstring, "Derivatives"),
+    each op's `register_autograd` too; returns the forward's Function, and the same without a jvp for
+    `torch.compile`. The rules are closures over ops, Functions, ints, tuples and dtypes only, which dynamo
+    traces (a bound method or an object of ours in the closure is a graph break)."""
+    count, differentiable, cotangents = layout.inputs, layout.differentiable, layout.cotangents
+    result_dtypes, second_order, third_order = layout.result_dtypes, layout.second_order, layout.third_order
+    cotangent_dtypes = tuple(result_dtypes[i] for i in cotangents)
+    overloads = [getattr(op, "_opoverload", None) for op in (forward_op, backward_op, tangent_op, hvp_op)]
+
+    def hessian_vector(inputs: list, directions: list) -> tuple:
+        if overloads[3] is None:
+            raise RuntimeError(second_order)
+        return _parts(hvp_function.apply(*inputs, *directions))
+
+    def forward_backward(ctx: object, *grads: object) -> tuple:
+        inputs = _saved(ctx)
+        given = [grads[i] if grads[i] is not None else
+                 torch.zeros(ctx.result_shapes[i], dtype=result_dtypes[i]) for i in cotangents]  # type: ignore
+        gradients: list[object] = [None] * count
+        if overloads[1] is not None:
+            # With grad mode on (create_graph=True, torch.func.grad) through the backward's Function, which has
+            # derivatives; otherwise (a plain backward) the op itself, which dynamo can trace.
+            call = backward_function.apply if torch.is_grad_enabled() else overloads[1]
+            for position, gradient in zip(differentiable, _parts(call(*inputs, *given))):  # type: ignore[operator]
+                gradients[position] = gradient
+        return tuple(gradients)
+
+    def forward_jvp(ctx: object, *tangents: object) -> object:
+        inputs = _saved(ctx)
+        results: list[object] = [None] * len(result_dtypes)
+        if overloads[2] is not None:
+            given = _filled([tangents[i] for i in differentiable], [inputs[i] for i in differentiable])
+            for position, tangent in zip(cotangents, _parts(tangent_function.apply(*inputs, *given))):
+                results[position] = tangent
+        return _one_or_tuple(results)
+
+    def backward_backward(ctx: object, *grads: object) -> tuple:
+        """Of gradients = J(x)^T c: in c, J u (the tangent op); in x, c * H u (c the return's cotangent)."""
+        arguments = _saved(ctx)
+        inputs, given = arguments[:count], arguments[count:]
+        directions = _filled(list(grads), [inputs[i] for i in differentiable])
+        needs = ctx.needs_input_grad  # type: ignore[attr-defined]
+        result: list[object] = [None] * len(arguments)
+        if any(needs[i] for i in differentiable):
+            for position, product in zip(differentiable, hessian_vector(inputs, directions)):
+                result[position] = (given[0] * product).to(product.dtype)
+        if any(needs[count:]):
+            for index, tangent in enumerate(_parts(tangent_function.apply(*inputs, *directions))):
+                result[count + index] = tangent
+        return tuple(result)
+
+    def backward_jvp(ctx: object, *tangents: object) -> object:
+        arguments = _saved(ctx)
+        inputs, given = arguments[:count], arguments[count:]
+        total: list | None = None
+        if any(t is not None for t in tangents[count:]):
+            total = list(_parts(backward_function.apply(*inputs, *_filled(list(tangents[count:]), given))))
+        moved = [tangents[i] for i in differentiable]
+        if any(t is not None for t in moved):
+            products = hessian_vector(inputs, _filled(moved, [inputs[i] for i in differentiable]))
+            scaled = [(given[0] * product).to(product.dtype) for product in products]
+            total = scaled if total is None else [a + b for a, b in zip(total, scaled)]
+        return _one_or_tuple(total if total is not None else [None] * len(differentiable))
+
+    def tangent_backward(ctx: object, *grads: object) -> tuple:
+        """Of tangents = J(x) t: in t, J^T u (the backward op); in x, u * H t (u the return tangent's)."""
+        arguments = _saved(ctx)
+        inputs, given = arguments[:count], arguments[count:]
+        seeds = [g if g is not None else torch.zeros(shape, dtype=dtype)  # type: ignore[attr-defined]
+                 for g, shape, dtype in zip(grads, ctx.result_shapes, cotangent_dtypes)]  # type: ignore
+        needs = ctx.needs_input_grad  # type: ignore[attr-defined]
+        result: list[object] = [None] * len(arguments)
+        if any(needs[count:]):
+            for index, gradient in enumerate(_parts(backward_function.apply(*inputs, *seeds))):
+                result[count + index] = gradient
+        if any(needs[i] for i in differentiable):
+            for position, product in zip(differentiable, hessian_vector(inputs, given)):
+                result[position] = (seeds[0] * product).to(product.dtype)
+        return tuple(result)
+
+    def tangent_jvp(ctx: object, *tangents: object) -> object:
+        arguments = _saved(ctx)
+        inputs, given = arguments[:count], arguments[count:]
+        total: list | None = None
+        if any(t is not None for t in tangents[count:]):
+            total = list(_parts(tangent_function.apply(*inputs, *_filled(list(tangents[count:]), given))))
+        moved = [tangents[i] for i in differentiable]
+        if any(t is not None for t in moved):
+            products = hessian_vector(inputs, _filled(moved, [inputs[i] for i in differentiable]))
+            curvature = sum((t * p).sum() for t, p in zip(given, products)).to(cotangent_dtypes[0])  # t^T H dx
+            total = [curvature] if total is None else [total[0] + curvature]
+        return _one_or_tuple(total if total is not None else [None] * len(cotangents))
+
+    def hvp_backward(ctx: object, *grads: object) -> tuple:
+        """H is symmetric: in v, H u; in x, a third derivative (an error)."""
+        arguments = _saved(ctx)
+        inputs = arguments[:count]
+        if any(ctx.needs_input_grad[i] for i in differentiable):  # type: ignore[attr-defined]
+            raise RuntimeError(third_order)
+        products = _parts(hvp_function.apply(*inputs, *_filled(list(grads), [inputs[i] for i in differentiable])))
+        return (*[None] * count, *products)
+
+    def hvp_jvp(ctx: object, *tangents: object) -> object:
+        arguments = _saved(ctx)
+        inputs, given = arguments[:count], arguments[count:]
+        if any(tangents[i] is not None for i in differentiable):
+            raise RuntimeError(third_order)
+        if all(t is None for t in tangents[count:]):
+            return _one_or_tuple([None] * len(differentiable))
+        return hvp_function.apply(*inputs, *_filled(list(tangents[count:]), given))
+
+    rules = [(forward_backward, forward_jvp), (backward_backward, backward_jvp), (tangent_backward, tangent_jvp),
+             (hvp_backward, hvp_jvp)]
+    arities = [count, count + len(cotangents), count + len(differentiable), count + len(differentiable)]
+    functions = []
+    suffixes = ("", "_backward", "_jvp", "_hvp")
+    for custom_op, overload, (backward, jvp), arity, suffix in zip(
+            (forward_op, backward_op, tangent_op, hvp_op), overloads, rules, arities, suffixes):
+        if custom_op is None:
+            functions.append(None)
+            continue
+        custom_op.register_autograd(backward, setup_context=_saving(False))  # type: ignore[attr-defined]
+        functions.append(_function(name + suffix, overload, arity, _saving(True), backward, jvp))
+    forward_function, backward_function, tangent_function, hvp_function = functions
+    compiled = _function(name, overloads[0], count, _saving(False), forward_backward, None)
+    return forward_function, compiled  # type: ignore[return-value]
+
+
+def _saving(forward_mode: bool) -> Callable[..., None]:
+    """A `setup_context` that keeps the tensor arguments (for the jvp too where `forward_mode`), the others and
+    the results' shapes. `save_for_forward` only where forward mode may come: dynamo does not trace it."""
     def setup_context(ctx: object, inputs: tuple, output: object) -> None:
         results = output if isinstance(output, tuple) else (output,)
         ctx.result_shapes = [r.shape for r in results]  # type: ignore[attr-defined]
         ctx.scalars = [None if isinstance(a, torch.Tensor) else a for a in inputs]  # type: ignore[attr-defined]
-        ctx.save_for_backward(*[a for a in inputs if isinstance(a, torch.Tensor)])  # type: ignore[attr-defined]
-
-    def backward(ctx: object, *grads: object) -> tuple:
-        saved = iter(ctx.saved_tensors)  # type: ignore[attr-defined]
-        inputs = [next(saved) if scalar is None else scalar for scalar in ctx.scalars]  # type: ignore[attr-defined]
-        given = [grads[i] if grads[i] is not None else
-                 torch.zeros(ctx.result_shapes[i], dtype=result_dtypes[i]) for i in cotangents]  # type: ignore
-        gradients: list[object] = [None] * input_count
-        if backward_op is not None:
-            # With grad mode on (create_graph=True, torch.func.grad) through the autograd.Function whose own
-            # backward is an error; otherwise (a plain backward) the op itself, which dynamo can trace.
-            call = backward_function.apply if torch.is_grad_enabled() else backward_op  # type: ignore[union-attr]
-            computed = call(*inputs, *given)  # type: ignore[operator]
-            for position, gradient in zip(differentiable, computed if isinstance(computed, tuple) else (computed,)):
-                gradients[position] = gradient
-        return tuple(gradients)
-    return setup_context, backward
+        tensors = [a for a in inputs if isinstance(a, torch.Tensor)]
+        ctx.save_for_backward(*tensors)  # type: ignore[attr-defined]
+        if forward_mode:
+            ctx.save_for_forward(*tensors)  # type: ignore[attr-defined]
+    return setup_context
 
 
-def _second_order_error(name: str) -> Callable[..., tuple]:
-    """The backward of the backward op: an error naming the kernel (module docstring, "First order")."""
-    def backward(ctx: object, *grads: object) -> tuple:
-        raise RuntimeError(f"the op of isozyme kernel '{name}' has a first derivative only; differentiating "
-                           "its backward (a second derivative, create_graph=True, nested grad) is not supported")
-    return backward
+def _saved(ctx: object) -> list[object]:
+    """The arguments `setup_context` kept, in order."""
+    saved = iter(ctx.saved_tensors)  # type: ignore[attr-defined]
+    return [next(saved) if scalar is None else scalar for scalar in ctx.scalars]  # type: ignore[attr-defined]
 
 
-def _no_context(ctx: object, inputs: tuple, output: object) -> None:
-    """The backward op's `setup_context`: its backward is an error and needs nothing saved."""
+def _parts(result: object) -> tuple:
+    return result if isinstance(result, tuple) else (result,)
 
 
-def _function(name: str, op: object, setup_context: Callable[..., None],
-              backward: Callable[..., tuple]) -> type[torch.autograd.Function]:
-    """The registered op `op` as an `autograd.Function` with `setup_context`, the form `torch.func`
-    transforms accept (a `custom_op`'s own autograd registration does not take part in them), with vmap
-    rules generated from the op's (`generate_vmap_rule`)."""
+def _one_or_tuple(values: list) -> object:
+    return values[0] if len(values) == 1 else tuple(values)
+
+
+def _filled(tangents: list, like: list) -> list:
+    """`tangents` with zeros of the shape and dtype of `like` where one is None (autograd gives None for a
+    tangent or cotangent that is zero)."""
+    return [t if t is not None else torch.zeros_like(x) for t, x in zip(tangents, like)]  # type: ignore[arg-type]
+
+
+def _function(name: str, op: object, arity: int, setup_context: Callable[..., None], backward: Callable[..., tuple],
+              jvp: Callable[..., object] | None) -> type[torch.autograd.Function]:
+    """The registered op `op` of `arity` arguments as an `autograd.Function` with `setup_context`, the form
+    `torch.func` transforms accept (a `custom_op`'s own autograd registration does not take part in them),
+    with vmap rules generated from the op's (`generate_vmap_rule`), and a `jvp` unless None."""
     def forward(*args: object) -> object:
         return op(*args)  # type: ignore[operator]
-    return type(name, (torch.autograd.Function,), {
-        "forward": staticmethod(forward), "setup_context": staticmethod(setup_context),
-        "backward": staticmethod(backward), "generate_vmap_rule": True})
-
+    # One parameter per argument, no ctx: with no input requiring grad, dynamo inlines the forward and passes
+    # it the context unless its signature has exactly one parameter per argument (torch 2.13).
+    forward.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [inspect.Parameter(f"arg{i}", inspect.Parameter.POSITIONAL_ONLY) for i in range(arity)])
+    methods = {"forward": staticmethod(forward), "setup_context": staticmethod(setup_context),
+               "backward": staticmethod(backward), "generate_vmap_rule": True}
+    if jvp is not None:
+        methods["jvp"] = staticmethod(jvp)
+    return type(name, (torch.autograd.Function,), methods)
 
 def _looped(custom_op: object) -> Callable[..., tuple[object, object]]:
     """A vmap rule that calls `custom_op` once per element of the batch and stacks the results along

@@ -39,3 +39,12 @@ def dot(x: Array[f64], y: Array[f64]) -> f64:
     for i in range(x.shape[0]):
         s += x[i] * y[i]
     return s
+
+
+@iz.kernel
+def coupled_energy(x: Array[f64], w: Array[f64], a: f64) -> f64:
+    # a float-returning kernel whose Hessian couples x, w and a (the ops' second derivatives go through iz.hvp)
+    e = 0.0
+    for i in range(x.shape[0] - 1):
+        e += a * iz.sin(x[i] * x[i + 1]) + w[i] * x[i] * x[i] * x[i]
+    return e

@@ -10,7 +10,7 @@ import sys
 
 import numpy as np
 import pytest
-from op_kernels import dot
+from op_kernels import coupled_energy, dot
 
 import isozyme as iz
 from isozyme import Array, f64, i64
@@ -60,6 +60,31 @@ def test_forward_and_backward_match_numpy_and_central_differences() -> None:
     assert abs(d_scale - expected) <= 1e-6 * max(1.0, abs(expected))
 
 
+def test_tangents_and_hessian_vector_products_match_central_differences() -> None:
+    """Forward mode (`tangents`) against central differences of the forward, the Hessian-vector product
+    against central differences of the backward (the gradient), both in a random direction."""
+    rng = np.random.default_rng(1)
+    x, W, dx, dW = (rng.standard_normal(shape) for shape in ((3, 2), (4, 2), (3, 2), (4, 2)))
+    spec = KernelOp(affine_accumulate, SHAPES)
+    (d_out,), d_total = spec.tangents([x, W, 0.7, 2], [dx, dW, -0.4, None])
+    eps = 1e-6
+    (out_plus,), total_plus = spec.forward([x + eps * dx, W + eps * dW, 0.7 - eps * 0.4, 2])
+    (out_minus,), total_minus = spec.forward([x - eps * dx, W - eps * dW, 0.7 + eps * 0.4, 2])
+    np.testing.assert_allclose(d_out, (out_plus - out_minus) / (2 * eps), rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(d_total, (total_plus - total_minus) / (2 * eps), rtol=1e-6, atol=1e-8)
+    assert spec.derivative_order == 1  # a float output: iz.hvp differentiates a float return only
+    with pytest.raises(RuntimeError, match="kernel 'affine_accumulate' has first derivatives only.*output.*'out'"):
+        spec.hessian_vector([x, W, 0.7, 2], [dx, dW, 1.0, None])
+    energy = KernelOp(coupled_energy, ())
+    assert energy.derivative_order == 2
+    v, w, dv, dw = (rng.standard_normal(5) for _ in range(4))
+    products = energy.hessian_vector([v, w, 0.3], [dv, dw, 0.8])
+    plus = energy.backward([v + eps * dv, w + eps * dw, 0.3 + eps * 0.8], [], 1.0)
+    minus = energy.backward([v - eps * dv, w - eps * dw, 0.3 - eps * 0.8], [], 1.0)
+    for product, high, low in zip(products, plus, minus):
+        np.testing.assert_allclose(product, (np.asarray(high) - np.asarray(low)) / (2 * eps), rtol=1e-6, atol=1e-8)
+
+
 def test_an_input_passed_twice_is_copied_and_both_gradients_come_back() -> None:
     x = np.arange(1.0, 5.0)
     spec = KernelOp(dot, ())
@@ -77,6 +102,10 @@ def test_bad_shape_rules() -> None:
     spec = KernelOp(affine_accumulate, {"out": lambda x, W, scale, n: (n,)})
     with pytest.raises(ValueError, match=r"shape rule of output 'out'.*gave \(2,\), not 2 extent"):
         spec.forward([np.zeros((3, 2)), np.zeros((4, 2)), 1.0, 2])
+    negative = KernelOp(affine_accumulate, {"out": lambda x, W, scale, n: (x.shape[0] - n - 2, W.shape[0])})
+    with pytest.raises(ValueError, match=r"shape rule of output 'out' of kernel 'affine_accumulate' gave \(-1, 4\)"
+                                         ": an extent is negative"):
+        negative.forward([np.zeros((3, 2)), np.zeros((4, 2)), 1.0, 2])
     with pytest.raises(ValueError, match="names a parameter twice"):
         KernelOp(affine_accumulate, ("out", "out"))
     with pytest.raises(TypeError, match="needs an @iz.kernel"):
