@@ -1,7 +1,7 @@
 """`python -m isozyme bench`: pre- against post-optimization gradients on Enzyme's and ADBench's problems.
 
     python -m isozyme bench [--suite quick|full] [--backend llvm|opencl] [--peers numba,jax,torch]
-                            [--only gmm,ba] [--min-time 0.2] [--json FILE] [--plot FILE.svg]
+                            [--only gmm,ba] [--min-time 0.05] [--json FILE] [--plot FILE.svg]
     python -m isozyme bench FILE.py:kernel --args EXPR ...   (the user's kernel: isozyme/kernel_comparison.py)
 
 For every benchmark of the suite (`isozyme/benchmark_suite`, installed with the package: the command runs from
@@ -12,7 +12,8 @@ afterwards); their ratio pre/post; the gradient/primal ratio (post); and the com
 Timing (`interleaved`): every variant is called once first, which compiles it (the disk cache is off for the
 run, so compile times are real) and warms it up; its compile time is that first call less the median of
 the calls that follow. Then the variants of one row take turns, one call at a time, each until it has run
-for at least `--min-time` seconds and 3 calls; the median and the minimum per call are reported. A round
+for at least `--min-time` seconds (by default the suite's, `SUITE_MIN_TIME`: 0.05 s quick, 0.2 s full)
+and 3 calls; the median and the minimum per call are reported. A round
 calls the variants in one order and the next round in the reverse order, and pre/post is the median over
 the rounds of the ratio of that round's two calls (`paired_ratio`): a call's neighbour in time is the
 other variant's, so the machine's drift (other work, clock changes) cancels, as it does not in a ratio of
@@ -298,6 +299,13 @@ class Progress:
         self.stream.flush()
 
 
+SUITE_MIN_TIME = {"quick": 0.05, "full": 0.2}
+"""`--min-time`'s default per suite. 0.05 s is hundreds of calls of a kernel of microseconds and the
+minimum of 3 calls of one of tens of milliseconds (norm's O(n^2) gradient at n = 4000): enough for a
+median and for pre/post's median over the rounds; the full suite's rows, which the README's figures come
+from, run 0.2 s."""
+
+
 def run_suite(suite_name: str, min_time: float, peers: Sequence[str] = (), only: Iterable[str] | None = None,
               stream: Any = sys.stderr) -> list[Row]:
     """Measure every benchmark of the suite at every size of `suite_name` (module docstring)."""
@@ -483,7 +491,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backend", choices=("llvm", "opencl"), default="llvm")
     parser.add_argument("--peers", default="", help="comma-separated: numba, jax, torch (those installed)")
     parser.add_argument("--only", default="", help="comma-separated benchmark names")
-    parser.add_argument("--min-time", type=float, default=0.2, help="seconds each variant runs at least")
+    parser.add_argument("--min-time", type=float, default=None,
+                        help="seconds each variant runs at least (default: 0.05 quick, 0.2 full and a kernel's)")
     parser.add_argument("--json", default=None, metavar="FILE", help="write every measurement as JSON")
     parser.add_argument("--plot", default=None, metavar="FILE.svg", help="write the log-log plot")
 
@@ -491,6 +500,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def command_bench(args: argparse.Namespace) -> int:
     os.environ["ISOZYME_CACHE"] = "off"  # compile times are real, and no stale entry is timed
     os.environ["ISOZYME_BACKEND"] = args.backend
+    if args.min_time is None:
+        args.min_time = SUITE_MIN_TIME[args.suite or "quick"] if args.kernel is None else SUITE_MIN_TIME["full"]
     if args.kernel is not None:
         from isozyme.kernel_comparison import command_compare
         return command_compare(args)
