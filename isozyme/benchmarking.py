@@ -1,7 +1,7 @@
 """`python -m isozyme bench`: pre- against post-optimization gradients on Enzyme's and ADBench's problems.
 
     python -m isozyme bench [--suite quick|full] [--backend llvm|opencl] [--peers numba,jax,torch]
-                            [--only gmm,ba] [--min-time 0.05] [--json FILE] [--plot FILE.svg]
+                            [--only gmm,ba] [--min-time 0.05] [--jobs N] [--json FILE] [--plot FILE.svg]
     python -m isozyme bench FILE.py:kernel --args EXPR ...   (the user's kernel: isozyme/kernel_comparison.py)
 
 For every benchmark of the suite (`isozyme/benchmark_suite`, installed with the package: the command runs from
@@ -9,18 +9,23 @@ any directory) and every size of the chosen suite, one row: the primal time; the
 `opt="post"` (AD of the optimized program) and `opt="pre"` (AD of the program as written, optimized
 afterwards); their ratio pre/post; the gradient/primal ratio (post); and the compile times of the three.
 
-Timing (`interleaved`): every variant is called once first, which compiles it (the disk cache is off for the
-run, so compile times are real) and warms it up; its compile time is that first call less the median of
-the calls that follow. Then the variants of one row take turns, one call at a time, each until it has run
-for at least `--min-time` seconds (by default the suite's, `SUITE_MIN_TIME`: 0.05 s quick, 0.2 s full)
-and 3 calls; the median and the minimum per call are reported. A round
-calls the variants in one order and the next round in the reverse order, and pre/post is the median over
-the rounds of the ratio of that round's two calls (`paired_ratio`): a call's neighbour in time is the
-other variant's, so the machine's drift (other work, clock changes) cancels, as it does not in a ratio of
-medians. The inputs
-a call may write, and fresh zero shadows for a gradient, are made before each call, outside the timed
-region. Machines here are shared and noisy: the variants of one row are measured in one interleaved run so
-their ratios are fair.
+Compiling (`isozyme/benchmark_compiles.py`): before any timing, every variant of every benchmark makes its
+first call, which compiles it, in one of `--jobs` worker processes (by default one per core), on the
+benchmark's first row; they store the code in a disk cache made empty for the run, which this process
+then loads from. The compile times are real: a variant's is its first call in the worker less the median
+of the calls of its first row here. With `--jobs 0` (and always on `--backend opencl`) each variant
+compiles at its first call in this process instead, the disk cache off, and its compile time is that first
+call less the median of the calls that follow.
+
+Timing (`interleaved`): every variant is called once first, which compiles or loads it and warms it up.
+Then the variants of one row take turns, one call at a time, each until it has run for at least
+`--min-time` seconds (by default the suite's, `SUITE_MIN_TIME`: 0.05 s quick, 0.2 s full) and 3 calls;
+the median and the minimum per call are reported. A round calls the variants in one order and the next
+round in the reverse order, and pre/post is the median over the rounds of the ratio of that round's two
+calls (`paired_ratio`): a call's neighbour in time is the other variant's, so the machine's drift (other
+work, clock changes) cancels, as it does not in a ratio of medians. The inputs a call may write, and fresh
+zero shadows for a gradient, are made before each call, outside the timed region. Machines here are shared
+and noisy: the variants of one row are measured in one interleaved run so their ratios are fair.
 
 Peers (`--peers`, when installed and when the suite defines them for a benchmark, `isozyme/benchmark_suite/peers.py`):
 numba for the primal, JAX `jit(grad)` and PyTorch for gradients; their columns hold their time per call.
@@ -47,6 +52,7 @@ library needed): pre/post and gradient/primal against problem size, one line per
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import json
 import math
@@ -61,6 +67,7 @@ from typing import Any
 
 import numpy as np
 
+from isozyme import benchmark_compiles as compiles
 from isozyme import benchmark_suite as suite
 from isozyme.benchmark_checks import MISMATCH, Check, checks_json, exit_status
 from isozyme.benchmark_suite import peers as peer_module
@@ -205,7 +212,7 @@ class Checked:
 PRIMAL_REASON = "the same math in f64, rounded in another order"
 
 
-def _checked_variants(bench: Any, args: tuple, suite: Any, references: References) -> dict[str, Checked]:
+def checked_variants(bench: Any, args: tuple, suite: Any, references: References) -> dict[str, Checked]:
     """The primal, and the gradients with opt="post" and "pre", each checked against `references`."""
     return {"primal": _checked_primal(bench, args, suite, references),
             **{opt: _checked_gradient(bench, args, suite, references, opt) for opt in ("post", "pre")}}
@@ -307,12 +314,21 @@ from, run 0.2 s."""
 
 
 def run_suite(suite_name: str, min_time: float, peers: Sequence[str] = (), only: Iterable[str] | None = None,
-              stream: Any = sys.stderr) -> list[Row]:
-    """Measure every benchmark of the suite at every size of `suite_name` (module docstring)."""
+              stream: Any = sys.stderr, jobs: int = 0) -> list[Row]:
+    """Measure every benchmark of the suite at every size of `suite_name` (module docstring), its variants
+    compiled first in `jobs` worker processes (none: each at its first call here)."""
     wanted = set(only) if only else None
     work = [(bench, size) for bench in suite.all_benchmarks() if wanted is None or bench.name in wanted
             for size in bench.sizes[suite_name]]
-    return measure_rows(work, min_time, peers, stream)
+    if jobs <= 0 or not work:
+        return measure_rows(work, min_time, peers, stream)
+    with compiles.private_cache():
+        todo = compiles.jobs_of(work)
+        progress = Progress(len(todo), stream)
+        progress.step(f"compiling {len(todo)} variants in {min(jobs, len(todo))} processes")
+        first_calls = compiles.first_calls_in_workers(todo, jobs, progress.step)
+        progress.finish()
+        return measure_rows(work, min_time, peers, stream, first_calls=first_calls)
 
 
 ExtraChecks = Callable[[tuple, References], Mapping[str, Check]]
@@ -321,18 +337,24 @@ from the row's arguments and references."""
 
 
 def measure_rows(work: Sequence[tuple[Any, Mapping[str, Any]]], min_time: float, peers: Sequence[str] = (),
-                 stream: Any = sys.stderr, extra_checks: ExtraChecks | None = None) -> list[Row]:
+                 stream: Any = sys.stderr, extra_checks: ExtraChecks | None = None,
+                 first_calls: Mapping[tuple[str, str], float] | None = None) -> list[Row]:
     """A row per (benchmark, size) of `work`, each measured and checked (module docstring), under a
-    progress bar on `stream`."""
+    progress bar on `stream`. `first_calls`: the seconds of the first calls made (and compiled) in worker
+    processes, by (benchmark, variant), at the benchmark's first row, whose compile times they give."""
     progress = Progress(len(work), stream)
     rows = []
+    seen: set[str] = set()
     for bench, size in work:
         progress.step(f"{bench.name} {bench.label(size)}")
         args = bench.make_args(seed=0, **size)
         references = References(bench, args, suite)
-        variants = _checked_variants(bench, args, suite, references)
+        variants = checked_variants(bench, args, suite, references)
         peer_variants = _checked_peers(bench, args, peers, references) if peers else {}
         timings, peer_timings = measure(variants, min_time), measure(peer_variants, min_time)
+        if first_calls and bench.name not in seen:
+            timings = compiled_in_workers(bench.name, timings, first_calls)
+        seen.add(bench.name)
         checks = {name: variant.check for name, variant in {**variants, **peer_variants}.items()}
         if extra_checks is not None:
             checks.update(extra_checks(args, references))
@@ -340,6 +362,14 @@ def measure_rows(work: Sequence[tuple[Any, Mapping[str, Any]]], min_time: float,
     progress.step("done")
     progress.finish()
     return rows
+
+
+def compiled_in_workers(name: str, timings: Mapping[str, Timing], first_calls: Mapping[tuple[str, str], float]
+                        ) -> dict[str, Timing]:
+    """The timings of benchmark `name`'s first row, each variant's compile time its first call in a worker
+    (`first_calls[(name, variant)]`, where there is one) less its median here."""
+    return {variant: dataclasses.replace(timing, compile=max(0.0, first_calls[(name, variant)] - timing.median))
+            if (name, variant) in first_calls else timing for variant, timing in timings.items()}
 
 
 def _time(seconds: float) -> str:
@@ -493,8 +523,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--only", default="", help="comma-separated benchmark names")
     parser.add_argument("--min-time", type=float, default=None,
                         help="seconds each variant runs at least (default: 0.05 quick, 0.2 full and a kernel's)")
+    parser.add_argument("--jobs", type=int, default=None, metavar="N",
+                        help="processes that compile the suite's variants before the timing (default: one per "
+                             "core; 0: each at its first call in this process)")
     parser.add_argument("--json", default=None, metavar="FILE", help="write every measurement as JSON")
     parser.add_argument("--plot", default=None, metavar="FILE.svg", help="write the log-log plot")
+
+
+def _workers(args: argparse.Namespace) -> int:
+    """The compile processes of `--jobs` (module docstring): none on OpenCL, whose programs are built on the
+    device in the process that runs them, nor when ISOZYME_PRINT_IR asks for IR (printed as it compiles)."""
+    if args.backend != "llvm" or os.environ.get("ISOZYME_PRINT_IR"):
+        return 0
+    return compiles.default_workers() if args.jobs is None else args.jobs
 
 
 def command_bench(args: argparse.Namespace) -> int:
@@ -518,7 +559,7 @@ def command_bench(args: argparse.Namespace) -> int:
         print(f"isozyme bench: --only: no benchmark {', '.join(unknown)} (known: {', '.join(known)})", file=sys.stderr)
         return 2
     started = time.perf_counter()
-    rows = run_suite(args.suite, args.min_time, peers, only)
+    rows = run_suite(args.suite, args.min_time, peers, only, jobs=_workers(args))
     print(f"isozyme bench --suite {args.suite} --backend {args.backend}: {len(rows)} rows in "
           f"{time.perf_counter() - started:.0f} s (median per call; compile = first call less the median)")
     print(format_table(rows))

@@ -169,6 +169,8 @@ def test_bench_command_end_to_end(tmp_path: Path) -> None:
     assert "pre/post" in result.stdout and "geometric mean" not in result.stdout.split("\n")[0]
     data = json.loads(out.read_text())
     assert data["suite"] == "quick" and data["backend"] == "llvm" and data["rows"] and data["passed"] is True
+    first = data["rows"][0]["timings"]  # compiled in the worker processes (benchmark_compiles.py), timed here
+    assert all(first[k]["compile"] > 0.0 for k in ("primal", "post", "pre"))
     for row in data["rows"]:
         timings = row["timings"]
         assert row["speedup"] > 0.0 and set(timings["pre"]) == {"median", "min", "calls", "compile"}
