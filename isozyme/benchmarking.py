@@ -1,7 +1,7 @@
 """`python -m isozyme bench`: pre- against post-optimization gradients on Enzyme's and ADBench's problems.
 
     python -m isozyme bench [--suite quick|full] [--backend llvm|opencl] [--peers numba,jax,torch]
-                            [--only gmm,ba] [--min-time 0.05] [--jobs N] [--json FILE] [--plot FILE.svg]
+                            [--only gmm,ba] [--min-time 0.1] [--jobs N] [--json FILE] [--plot FILE.svg]
     python -m isozyme bench FILE.py:kernel --args EXPR ...   (the user's kernel: isozyme/kernel_comparison.py)
 
 For every benchmark of the suite (`isozyme/benchmark_suite`, installed with the package: the command runs from
@@ -19,7 +19,7 @@ call less the median of the calls that follow.
 
 Timing (`interleaved`): every variant is called once first, which compiles or loads it and warms it up.
 Then the variants of one row take turns, one call at a time, each until it has run for at least
-`--min-time` seconds (by default the suite's, `SUITE_MIN_TIME`: 0.05 s quick, 0.2 s full) and 3 calls;
+`--min-time` seconds (by default the suite's, `SUITE_MIN_TIME`: 0.1 s quick, 0.2 s full) and 3 calls;
 the median and the minimum per call are reported. A round calls the variants in one order and the next
 round in the reverse order, and pre/post is the median over the rounds of the ratio of that round's two
 calls (`paired_ratio`): a call's neighbour in time is the other variant's, so the machine's drift (other
@@ -306,11 +306,12 @@ class Progress:
         self.stream.flush()
 
 
-SUITE_MIN_TIME = {"quick": 0.05, "full": 0.2}
-"""`--min-time`'s default per suite. 0.05 s is hundreds of calls of a kernel of microseconds and the
-minimum of 3 calls of one of tens of milliseconds (norm's O(n^2) gradient at n = 4000): enough for a
-median and for pre/post's median over the rounds; the full suite's rows, which the README's figures come
-from, run 0.2 s."""
+SUITE_MIN_TIME = {"quick": 0.1, "full": 0.2}
+"""`--min-time`'s default per suite. 0.1 s is thousands of calls of a kernel of microseconds, a hundred of
+one of a millisecond and a few of one of tens of milliseconds (norm's O(n^2) gradient at n = 4000, BA's
+Jacobian): enough for a median and for pre/post's median over the rounds (on a busy machine 0.05 s left
+a row's pre/post at the mercy of one burst of other work). The full suite's rows, which the README's
+figures come from, run 0.2 s."""
 
 
 def run_suite(suite_name: str, min_time: float, peers: Sequence[str] = (), only: Iterable[str] | None = None,
@@ -522,7 +523,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--peers", default="", help="comma-separated: numba, jax, torch (those installed)")
     parser.add_argument("--only", default="", help="comma-separated benchmark names")
     parser.add_argument("--min-time", type=float, default=None,
-                        help="seconds each variant runs at least (default: 0.05 quick, 0.2 full and a kernel's)")
+                        help="seconds each variant runs at least (default: 0.1 quick, 0.2 full and a kernel's)")
     parser.add_argument("--jobs", type=int, default=None, metavar="N",
                         help="processes that compile the suite's variants before the timing (default: one per "
                              "core; 0: each at its first call in this process)")
