@@ -1,7 +1,7 @@
 """`python -m isozyme bench`: pre- against post-optimization gradients on Enzyme's and ADBench's problems.
 
     python -m isozyme bench [--suite quick|full] [--backend llvm|opencl] [--peers numba,jax,torch]
-                            [--only gmm,ba] [--min-time 0.2] [--json FILE] [--plot FILE.svg]
+                            [--only gmm,ba] [--min-time 0.1] [--jobs N] [--json FILE] [--plot FILE.svg]
     python -m isozyme bench FILE.py:kernel --args EXPR ...   (the user's kernel: isozyme/kernel_comparison.py)
 
 For every benchmark of the suite (`isozyme/benchmark_suite`, installed with the package: the command runs from
@@ -9,17 +9,23 @@ any directory) and every size of the chosen suite, one row: the primal time; the
 `opt="post"` (AD of the optimized program) and `opt="pre"` (AD of the program as written, optimized
 afterwards); their ratio pre/post; the gradient/primal ratio (post); and the compile times of the three.
 
-Timing (`interleaved`): every variant is called once first, which compiles it (the disk cache is off for the
-run, so compile times are real) and warms it up; its compile time is that first call less the median of
-the calls that follow. Then the variants of one row take turns, one call at a time, each until it has run
-for at least `--min-time` seconds and 3 calls; the median and the minimum per call are reported. A round
-calls the variants in one order and the next round in the reverse order, and pre/post is the median over
-the rounds of the ratio of that round's two calls (`paired_ratio`): a call's neighbour in time is the
-other variant's, so the machine's drift (other work, clock changes) cancels, as it does not in a ratio of
-medians. The inputs
-a call may write, and fresh zero shadows for a gradient, are made before each call, outside the timed
-region. Machines here are shared and noisy: the variants of one row are measured in one interleaved run so
-their ratios are fair.
+Compiling (`isozyme/benchmark_compiles.py`): before any timing, every variant of every benchmark makes its
+first call, which compiles it, in one of `--jobs` worker processes (by default one per core), on the
+benchmark's first row; they store the code in a disk cache made empty for the run, which this process
+then loads from. The compile times are real: a variant's is its first call in the worker less the median
+of the calls of its first row here. With `--jobs 0` (and always on `--backend opencl`) each variant
+compiles at its first call in this process instead, the disk cache off, and its compile time is that first
+call less the median of the calls that follow.
+
+Timing (`interleaved`): every variant is called once first, which compiles or loads it and warms it up.
+Then the variants of one row take turns, one call at a time, each until it has run for at least
+`--min-time` seconds (by default the suite's, `SUITE_MIN_TIME`: 0.1 s quick, 0.2 s full) and 3 calls;
+the median and the minimum per call are reported. A round calls the variants in one order and the next
+round in the reverse order, and pre/post is the median over the rounds of the ratio of that round's two
+calls (`paired_ratio`): a call's neighbour in time is the other variant's, so the machine's drift (other
+work, clock changes) cancels, as it does not in a ratio of medians. The inputs a call may write, and fresh
+zero shadows for a gradient, are made before each call, outside the timed region. Machines here are shared
+and noisy: the variants of one row are measured in one interleaved run so their ratios are fair.
 
 Peers (`--peers`, when installed and when the suite defines them for a benchmark, `isozyme/benchmark_suite/peers.py`):
 numba for the primal, JAX `jit(grad)` and PyTorch for gradients; their columns hold their time per call.
@@ -47,6 +53,7 @@ library needed): pre/post and gradient/primal against problem size, one line per
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import math
 import os
@@ -59,8 +66,10 @@ from typing import Any
 
 import numpy as np
 
+from isozyme import benchmark_compiles as compiles
 from isozyme import benchmark_suite as suite
 from isozyme.benchmark_checks import MISMATCH, Check, checks_json, exit_status
+from isozyme.benchmark_plot import plot_svg
 from isozyme.benchmark_suite import peers as peer_module
 from isozyme.benchmark_suite import results
 
@@ -204,7 +213,7 @@ class Checked:
 PRIMAL_REASON = "the same math in f64, rounded in another order"
 
 
-def _checked_variants(bench: Any, args: tuple, suite: Any, references: References) -> dict[str, Checked]:
+def checked_variants(bench: Any, args: tuple, suite: Any, references: References) -> dict[str, Checked]:
     """The primal, and the gradients with opt="post" and "pre", each checked against `references`."""
     return {"primal": _checked_primal(bench, args, suite, references),
             **{opt: _checked_gradient(bench, args, suite, references, opt) for opt in ("post", "pre")}}
@@ -298,13 +307,30 @@ class Progress:
         self.stream.flush()
 
 
+SUITE_MIN_TIME = {"quick": 0.1, "full": 0.2}
+"""`--min-time`'s default per suite. 0.1 s is thousands of calls of a kernel of microseconds, a hundred of
+one of a millisecond and a few of one of tens of milliseconds (norm's O(n^2) gradient at n = 4000, BA's
+Jacobian): enough for a median and for pre/post's median over the rounds (on a busy machine 0.05 s left
+a row's pre/post at the mercy of one burst of other work). The full suite's rows, which the README's
+figures come from, run 0.2 s."""
+
+
 def run_suite(suite_name: str, min_time: float, peers: Sequence[str] = (), only: Iterable[str] | None = None,
-              stream: Any = sys.stderr) -> list[Row]:
-    """Measure every benchmark of the suite at every size of `suite_name` (module docstring)."""
+              stream: Any = sys.stderr, jobs: int = 0) -> list[Row]:
+    """Measure every benchmark of the suite at every size of `suite_name` (module docstring), its variants
+    compiled first in `jobs` worker processes (none: each at its first call here)."""
     wanted = set(only) if only else None
     work = [(bench, size) for bench in suite.all_benchmarks() if wanted is None or bench.name in wanted
             for size in bench.sizes[suite_name]]
-    return measure_rows(work, min_time, peers, stream)
+    if jobs <= 0 or not work:
+        return measure_rows(work, min_time, peers, stream)
+    with compiles.private_cache():
+        todo = compiles.jobs_of(work)
+        progress = Progress(len(todo), stream)
+        progress.step(f"compiling {len(todo)} variants in {min(jobs, len(todo))} processes")
+        first_calls = compiles.first_calls_in_workers(todo, jobs, progress.step)
+        progress.finish()
+        return measure_rows(work, min_time, peers, stream, first_calls=first_calls)
 
 
 ExtraChecks = Callable[[tuple, References], Mapping[str, Check]]
@@ -313,18 +339,24 @@ from the row's arguments and references."""
 
 
 def measure_rows(work: Sequence[tuple[Any, Mapping[str, Any]]], min_time: float, peers: Sequence[str] = (),
-                 stream: Any = sys.stderr, extra_checks: ExtraChecks | None = None) -> list[Row]:
+                 stream: Any = sys.stderr, extra_checks: ExtraChecks | None = None,
+                 first_calls: Mapping[tuple[str, str], float] | None = None) -> list[Row]:
     """A row per (benchmark, size) of `work`, each measured and checked (module docstring), under a
-    progress bar on `stream`."""
+    progress bar on `stream`. `first_calls`: the seconds of the first calls made (and compiled) in worker
+    processes, by (benchmark, variant), at the benchmark's first row, whose compile times they give."""
     progress = Progress(len(work), stream)
     rows = []
+    seen: set[str] = set()
     for bench, size in work:
         progress.step(f"{bench.name} {bench.label(size)}")
         args = bench.make_args(seed=0, **size)
         references = References(bench, args, suite)
-        variants = _checked_variants(bench, args, suite, references)
+        variants = checked_variants(bench, args, suite, references)
         peer_variants = _checked_peers(bench, args, peers, references) if peers else {}
         timings, peer_timings = measure(variants, min_time), measure(peer_variants, min_time)
+        if first_calls and bench.name not in seen:
+            timings = compiled_in_workers(bench.name, timings, first_calls)
+        seen.add(bench.name)
         checks = {name: variant.check for name, variant in {**variants, **peer_variants}.items()}
         if extra_checks is not None:
             checks.update(extra_checks(args, references))
@@ -332,6 +364,14 @@ def measure_rows(work: Sequence[tuple[Any, Mapping[str, Any]]], min_time: float,
     progress.step("done")
     progress.finish()
     return rows
+
+
+def compiled_in_workers(name: str, timings: Mapping[str, Timing], first_calls: Mapping[tuple[str, str], float]
+                        ) -> dict[str, Timing]:
+    """The timings of benchmark `name`'s first row, each variant's compile time its first call in a worker
+    (`first_calls[(name, variant)]`, where there is one) less its median here."""
+    return {variant: dataclasses.replace(timing, compile=max(0.0, first_calls[(name, variant)] - timing.median))
+            if (name, variant) in first_calls else timing for variant, timing in timings.items()}
 
 
 def _time(seconds: float) -> str:
@@ -433,73 +473,6 @@ def to_json(rows: Sequence[Row], suite: str, backend: str, parameters: Mapping[s
 
 # --- the plot: two log-log panels as SVG ------------------------------------------------------------------
 
-COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf",
-          "#7f7f7f", "#bcbd22")
-
-
-def _log_ticks(low: float, high: float) -> list[float]:
-    return [10.0 ** e for e in range(math.floor(math.log10(low)), math.ceil(math.log10(high)) + 1)]
-
-
-def _panel(series: Mapping[str, list[tuple[float, float]]], title: str, left: float, colors: Mapping[str, str],
-           width: float = 420, height: float = 300, top: float = 40) -> list[str]:
-    points = [p for values in series.values() for p in values if p[0] > 0 and p[1] > 0]
-    xs, ys = [p[0] for p in points], [p[1] for p in points]
-    x_ticks, y_ticks = _log_ticks(min(xs), max(xs)), _log_ticks(min(min(ys), 1.0), max(ys))
-    x_lo, x_hi = math.log10(x_ticks[0]), math.log10(x_ticks[-1]) or 1.0
-    y_lo, y_hi = math.log10(y_ticks[0]), math.log10(y_ticks[-1])
-    x_hi, y_hi = (x_hi if x_hi > x_lo else x_lo + 1), (y_hi if y_hi > y_lo else y_lo + 1)
-
-    def px(x: float) -> float:
-        return left + (math.log10(x) - x_lo) / (x_hi - x_lo) * width
-
-    def py(y: float) -> float:
-        return top + height - (math.log10(y) - y_lo) / (y_hi - y_lo) * height
-    out = [f'<text x="{left + width / 2}" y="{top - 14}" text-anchor="middle" font-size="14">{title}</text>',
-           f'<rect x="{left}" y="{top}" width="{width}" height="{height}" fill="none" stroke="#444"/>']
-    for tick in x_ticks:
-        out.append(f'<line x1="{px(tick):.1f}" y1="{top}" x2="{px(tick):.1f}" y2="{top + height}" stroke="#ddd"/>')
-        out.append(f'<text x="{px(tick):.1f}" y="{top + height + 16}" text-anchor="middle" font-size="11">'
-                   f'{tick:g}</text>')
-    for tick in y_ticks:
-        out.append(f'<line x1="{left}" y1="{py(tick):.1f}" x2="{left + width}" y2="{py(tick):.1f}" stroke="#ddd"/>')
-        out.append(f'<text x="{left - 6}" y="{py(tick) + 4:.1f}" text-anchor="end" font-size="11">{tick:g}</text>')
-    out.append(f'<text x="{left + width / 2}" y="{top + height + 34}" text-anchor="middle" font-size="12">'
-               f'problem size</text>')
-    for name, values in series.items():
-        values = sorted(p for p in values if p[0] > 0 and p[1] > 0)
-        path = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in values)
-        out.append(f'<polyline points="{path}" fill="none" stroke="{colors[name]}" stroke-width="2"/>')
-        out.extend(f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="3" fill="{colors[name]}"/>' for x, y in values)
-    return out
-
-
-def plot_svg(rows: Sequence[Row], path: str) -> bool:
-    """Write the two panels of the module docstring to `path`, of the rows whose checks passed; False (and
-    nothing written) if there is none."""
-    rows = [row for row in rows if row.passed]
-    if not rows:
-        return False
-    names = list(dict.fromkeys(row.benchmark for row in rows))
-    colors = {name: COLORS[i % len(COLORS)] for i, name in enumerate(names)}
-    speedups = {n: [(r.scale, r.speedup) for r in rows if r.benchmark == n] for n in names}
-    ratios = {n: [(r.scale, r.ratio) for r in rows if r.benchmark == n] for n in names}
-    body = _panel(speedups, "gradient pre/post (higher: optimizing first wins)", 70, colors)
-    body += _panel(ratios, "gradient/primal (post)", 580, colors)
-    for i, name in enumerate(names):
-        y = 400 + 18 * (i // 5)
-        x = 70 + 190 * (i % 5)
-        body.append(f'<rect x="{x}" y="{y - 9}" width="12" height="12" fill="{colors[name]}"/>')
-        body.append(f'<text x="{x + 18}" y="{y + 2}" font-size="12">{name}</text>')
-    height = 420 + 18 * ((len(names) - 1) // 5 + 1)
-    with open(path, "w", encoding="utf-8") as out:
-        out.write(f'<svg xmlns="http://www.w3.org/2000/svg" width="1040" height="{height}" '
-                  f'font-family="sans-serif">\n<rect width="100%" height="100%" fill="white"/>\n')
-        out.write("\n".join(body))
-        out.write("\n</svg>\n")
-    return True
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("kernel", nargs="?", default=None, metavar="FILE.py:kernel",
                         help="measure this kernel instead of the suite (isozyme/kernel_comparison.py), with --args")
@@ -514,14 +487,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backend", choices=("llvm", "opencl"), default="llvm")
     parser.add_argument("--peers", default="", help="comma-separated: numba, jax, torch (those installed)")
     parser.add_argument("--only", default="", help="comma-separated benchmark names")
-    parser.add_argument("--min-time", type=float, default=0.2, help="seconds each variant runs at least")
+    parser.add_argument("--min-time", type=float, default=None,
+                        help="seconds each variant runs at least (default: 0.1 quick, 0.2 full and a kernel's)")
+    parser.add_argument("--jobs", type=int, default=None, metavar="N",
+                        help="processes that compile the suite's variants before the timing (default: one per "
+                             "core; 0: each at its first call in this process)")
     parser.add_argument("--json", default=None, metavar="FILE", help="write every measurement as JSON")
     parser.add_argument("--plot", default=None, metavar="FILE.svg", help="write the log-log plot")
+
+
+def _workers(args: argparse.Namespace) -> int:
+    """The compile processes of `--jobs` (module docstring): none on OpenCL, whose programs are built on the
+    device in the process that runs them, nor when ISOZYME_PRINT_IR asks for IR (printed as it compiles)."""
+    if args.backend != "llvm" or os.environ.get("ISOZYME_PRINT_IR"):
+        return 0
+    return compiles.default_workers() if args.jobs is None else args.jobs
 
 
 def command_bench(args: argparse.Namespace) -> int:
     os.environ["ISOZYME_CACHE"] = "off"  # compile times are real, and no stale entry is timed
     os.environ["ISOZYME_BACKEND"] = args.backend
+    if args.min_time is None:
+        args.min_time = SUITE_MIN_TIME[args.suite or "quick"] if args.kernel is None else SUITE_MIN_TIME["full"]
     if args.kernel is not None:
         from isozyme.kernel_comparison import command_compare
         return command_compare(args)
@@ -538,7 +525,7 @@ def command_bench(args: argparse.Namespace) -> int:
         print(f"isozyme bench: --only: no benchmark {', '.join(unknown)} (known: {', '.join(known)})", file=sys.stderr)
         return 2
     started = time.perf_counter()
-    rows = run_suite(args.suite, args.min_time, peers, only)
+    rows = run_suite(args.suite, args.min_time, peers, only, jobs=_workers(args))
     print(f"isozyme bench --suite {args.suite} --backend {args.backend}: {len(rows)} rows in "
           f"{time.perf_counter() - started:.0f} s (median per call; compile = first call less the median)")
     print(format_table(rows))

@@ -385,8 +385,9 @@ def load_user_kernel(spec: str) -> tuple[Kernel, dict[str, object]]:
 def command_compare(args: argparse.Namespace) -> int:
     """`isozyme bench FILE.py:kernel ...` (module docstring): 0, 1 on a failed check, 2 on bad input."""
     try:
-        if args.peers or args.only or args.suite:
-            raise BenchUsageError("--suite, --only and --peers choose benchmarks of the suite, not a kernel's")
+        if args.peers or args.only or args.suite or args.jobs is not None:
+            raise BenchUsageError("--suite, --only, --peers and --jobs are for the benchmarks of the suite, not a "
+                                  "kernel's")
         if not args.args:
             raise BenchUsageError(f"{args.kernel}: give the kernel's arguments with --args EXPR")
         kernel, module_globals = load_user_kernel(args.kernel)

@@ -179,6 +179,8 @@ def test_bench_command_end_to_end(tmp_path: Path) -> None:
     assert [(row["problem"], row["variant"]) for row in data["rows"][:3]] == [
         ("norm primal", "isozyme"), ("norm gradient", "isozyme post"), ("norm gradient", "isozyme pre")]
     assert len(data["rows"]) == 9 and {row["kind"] for row in data["rows"]} == {"natural"}
+    first = data["rows"][:3]  # compiled in the worker processes (benchmark_compiles.py), timed here
+    assert all(row["compile_ms"] > 0.0 for row in first)
     for row in data["rows"]:
         assert row["calls"] >= 3 and row["min_ms"] <= row["median_ms"] and row["check"]["passed"] is True
         check = row["check"]  # every call checked: the first and every timed one

@@ -161,7 +161,8 @@ BAD_INPUTS = [
     (["{file}:norm", "--args", "inputs(3)", "--activity", "dup,active,const"], "an array is dup or const"),
     (["{file}:norm", "--args", "inputs(3)", "--activity", "const,const,const"], "no parameter is dup or active"),
     (["{file}:norm", "--args", "inputs(3)", "--activity", "const,dup,const"], "writes no dup array"),
-    (["{file}:norm", "--args", "inputs(3)", "--only", "norm"], "--suite, --only and --peers"),
+    (["{file}:norm", "--args", "inputs(3)", "--only", "norm"], "--suite, --only, --peers and --jobs"),
+    (["{file}:norm", "--args", "inputs(3)", "--jobs", "2"], "are for the benchmarks of the suite"),
     (["--args", "1"], "not the suite"),
 ]
 
