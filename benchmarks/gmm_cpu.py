@@ -15,8 +15,9 @@ after a warm-up call that compiles (half as many at d=64):
   the components, the points inside), strict IEEE; `isozyme by component reassoc`: the same with reassoc;
 - `... ftz`: `fastmath=("reassoc", "ftz")`, subnormals flushed to zero as XLA runs JAX on the CPU (at d=64
   some weights exp(main_k - max) are subnormal, which costs Intel CPUs a microcode assist per operation);
-- `jax`: ADBench's JAX formulation, `jax.jit(jax.grad(...))` (`isozyme/benchmark_suite/peer_jax.py`), when JAX is
-  installed (it uses the same CPUs; run under `taskset` to compare on fewer).
+- `jax`: the K-batched JAX formulation (Q_k (x_i - mu_k) one batched matmul), `jax.jit(jax.grad(...))`
+  (`isozyme/benchmark_suite/peer_jax.py`), when JAX is installed (it uses the same CPUs; run under
+  `taskset` to compare on fewer).
 
 Checks: every result of every call, the warm-up's included, against the first result of `isozyme`
 (max-norm relative: 1e-12 for the strict variants, 1e-9 for reassoc and JAX, whose sums are in another

@@ -15,7 +15,8 @@ Rows, per size and precision (f32 where the peer supports it; isozyme's f32 kern
 - `isozyme blocked`: its `gmm_blocked` (a work item per component and four points);
 - `isozyme blocked_qmu`: its `gmm_blocked_qmu` (the same with Q_k mu_k once per component);
 - `isozyme points`: `opencl_gpu.py`'s `gmm_prange` (a work item per point: the example's loops), f64 only;
-- `jax`: `jax.jit(jax.grad(...))` of ADBench's JAX formulation (`isozyme/benchmark_suite/peer_jax.py`) on the GPU;
+- `jax`: `jax.jit(jax.grad(...))` of the K-batched JAX formulation (`isozyme/benchmark_suite/peer_jax.py`)
+  on the GPU;
 - `torch_compile`, `torch`: `torch.compile` and eager PyTorch of the same formulation
   (`isozyme/benchmark_suite/peer_torch.py`) on the GPU, the gradient by `torch.autograd.grad`.
 
@@ -368,8 +369,8 @@ def first_call_seconds(n: int, d: int, K: int, precision: str, variant: str) -> 
 
 
 def kernel_of(variant: str, precision: str) -> iz.Kernel:
-    from tuned import gmm_gpu_kernels
     from opencl_gpu import gmm_prange
+    from tuned import gmm_gpu_kernels
 
     if variant == "isozyme points":
         return gmm_prange
