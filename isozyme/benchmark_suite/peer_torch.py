@@ -197,8 +197,9 @@ def brusselator_loss(u, v, p, t, seed_du, seed_dv):
     A, B = p[0], p[1]
     dx = 1.0 / (N - 1)
     alpha = p[2] / (dx * dx)
-    x = ((xmax - xmin) / (N - 1) * torch.arange(N, dtype=u.dtype) + xmin)[:, None]
-    y = ((ymax - ymin) / (N - 1) * torch.arange(N, dtype=u.dtype) + ymin)[None, :]
+    grid = torch.arange(N, dtype=u.dtype, device=u.device)
+    x = ((xmax - xmin) / (N - 1) * grid + xmin)[:, None]
+    y = ((ymax - ymin) / (N - 1) * grid + ymin)[None, :]
     forcing = torch.where(((x - 0.3) * (x - 0.3) + (y - 0.6) * (y - 0.6) <= 0.1 * 0.1) & (t >= 1.1), 5.0, 0.0)
 
     def laplacian(a):
@@ -278,4 +279,5 @@ def prepare(name: str, args: tuple, seeds: Mapping[int, np.ndarray], compiled: b
 
 def results(name: str, value: tuple) -> dict[int | str, np.ndarray | float]:
     """What a timed call returned, as numpy by key (0-d tensors, the adjoints of scalars, as floats)."""
-    return {key: (float(t) if t.ndim == 0 else t.detach().numpy().copy()) for key, t in zip(PEERS[name].keys, value)}
+    return {key: (float(t) if t.ndim == 0 else t.detach().cpu().numpy().copy())
+            for key, t in zip(PEERS[name].keys, value)}
