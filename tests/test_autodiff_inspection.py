@@ -138,6 +138,27 @@ def test_a_packed_triangles_index_is_recomputed_from_the_column_counter_and_its_
 
 
 @iz.kernel
+def triangle_of_an_argument(icf: Array[f64], x: Array[f64], d: i64, reps: i64) -> f64:
+    s = 0.0
+    for _ in range(reps):
+        idx = 0
+        for col in range(d):
+            for row in range(col + 1, d):  # max(max(d, 0) - (col + 1), 0) rows: d may be negative
+                s += icf[idx] * x[col] * x[row]
+                idx += 1
+    return s
+
+
+def test_a_triangle_over_an_argument_is_recomputed_too() -> None:
+    """d is an argument, not an extent: the row count clamps it (`ssa/range_length.py`) to the column
+    loop's own trip count max(d, 0), which the closed form takes for D."""
+    assert _tapes(triangle_of_an_argument, ("dup", "dup", "const", "const")) == []
+    rng = np.random.default_rng(4)
+    _check_gradient(triangle_of_an_argument, [rng.standard_normal(6), rng.standard_normal(4), 4, 2], 0)
+    _check_gradient(triangle_of_an_argument, [rng.standard_normal(6), rng.standard_normal(4), 4, 2], 1)
+
+
+@iz.kernel
 def clipped_triangle(icf: Array[f64], x: Array[f64], reps: i64) -> f64:
     d = len(x)
     s = 0.0

@@ -9,6 +9,7 @@ import inspect
 import numpy as np
 import pytest
 from ad_oracle import ALL_VARIANTS, central_difference
+from kernelgen import python_reference
 
 import isozyme as iz
 from isozyme import Array, f64, i64
@@ -547,3 +548,113 @@ def test_a_const_array_passed_to_a_rule_gets_a_scratch_shadow(opt: str, backend:
     dw = np.zeros(3)
     iz.autodiff(weighted_norms, iz.Const(x), iz.Duplicated(w, dw), 4, opt=opt, backend=backend)
     assert np.allclose(dw, np.linalg.norm(x) + np.cos(w * x[:3]) * x[:3], rtol=1e-14)
+
+
+# --- a split call whose result the kernel returns as it is (issue 62; Enzyme's rwrmeta.c, readwriteread.c) ---
+
+
+@iz.kernel(inline=False)
+def sum_of_squares(v: Array[f64], n: i64) -> f64:
+    s = 0.0
+    for i in range(n):
+        s += v[i] * v[i]
+    return s
+
+
+@iz.kernel
+def squares_of_a_local_copy(x: Array[f64], n: i64) -> f64:
+    t = iz.zeros(n, f64)
+    for i in range(n):
+        t[i] = 2.0 * x[i]
+    return sum_of_squares(t, n)  # the call reads a local array and is the return value itself
+
+
+@iz.kernel(inline=False)
+def load_square(x: Array[f64]) -> f64:
+    two = x[0]
+    return two * two
+
+
+@iz.kernel
+def load_then_overwrite(x: Array[f64]) -> f64:
+    """rwrmeta.c with an array for the pointer held in memory: the caller overwrites what the call read."""
+    res = load_square(x)
+    x[0] = 3.14159265
+    return res
+
+
+@iz.kernel(inline=False)
+def f_read(x: Array[f64]) -> f64:
+    return x[0] * x[0]
+
+
+@iz.kernel(inline=False)
+def g_write(x: Array[f64], product: f64) -> None:
+    x[0] = x[0] * product
+
+
+@iz.kernel(inline=False)
+def h_read(x: Array[f64]) -> f64:
+    return x[0]
+
+
+@iz.kernel(inline=False)
+def readwriteread_helper(x: Array[f64]) -> f64:
+    product = f_read(x)
+    g_write(x, product)
+    return h_read(x)  # reads x after g_write wrote it
+
+
+@iz.kernel
+def readwriteread(x: Array[f64], ret: Array[f64]) -> None:
+    ret[0] = readwriteread_helper(x)
+
+
+@iz.kernel
+def readwriteread_scaled(x: Array[f64], c: f64) -> f64:
+    r = readwriteread_helper(x)
+    x[0] = -1.0  # the caller overwrites the input after the call
+    return r * c
+
+
+def _reference_gradient(kernel: iz.Kernel, x: np.ndarray, *rest: object) -> np.ndarray:
+    """d kernel / d x by central differences of the plain Python functions (x copied: the kernels write it)."""
+    f = python_reference(kernel)
+    return np.array([central_difference(lambda v: np.float64(f(v.copy(), *rest)), x, np.eye(x.size)[k], 1e-4)
+                     for k in range(x.size)])
+
+
+@by_variant
+def test_a_split_call_of_a_local_array_returned_directly(opt: str, backend: str) -> None:
+    x = np.array([0.5, -1.25, 2.0, 0.75])
+    dx = np.zeros(4)
+    value, _ = iz.autodiff(squares_of_a_local_copy, iz.Duplicated(x, dx), iz.Const(4), opt=opt, backend=backend)
+    assert value == pytest.approx(python_reference(squares_of_a_local_copy)(x, 4), rel=1e-15)
+    assert np.allclose(dx, _reference_gradient(squares_of_a_local_copy, x, 4), rtol=1e-7, atol=0)
+    assert np.allclose(dx, 8.0 * x, rtol=1e-15)
+    v = np.array([1.0, -2.0, 0.5, 3.0])
+    assert np.allclose(iz.hvp(squares_of_a_local_copy, argnums=0, opt=opt, backend=backend)(x, 4, v), 8.0 * v,
+                       rtol=1e-15)  # forward over reverse: the Hessian is 8 I
+
+
+@by_variant
+def test_rwrmeta_a_split_call_returned_after_the_caller_overwrites_its_input(opt: str, backend: str) -> None:
+    x, dx = np.array([3.0]), np.zeros(1)
+    value, _ = iz.autodiff(load_then_overwrite, iz.Duplicated(x, dx), opt=opt, backend=backend)
+    assert value == 9.0 and x[0] == 3.14159265
+    assert dx[0] == pytest.approx(float(_reference_gradient(load_then_overwrite, np.array([3.0]))[0]), rel=1e-7)
+    assert dx[0] == 6.0  # Enzyme's expected value
+
+
+@by_variant
+def test_readwriteread_split_calls_that_read_write_and_read(opt: str, backend: str) -> None:
+    x, dx = np.array([2.0]), np.zeros(1)
+    ret, dret = np.zeros(1), np.ones(1)
+    iz.autodiff(readwriteread, iz.Duplicated(x, dx), iz.Duplicated(ret, dret), opt=opt, backend=backend)
+    assert ret[0] == 8.0 and x[0] == 8.0 and dret[0] == 0.0
+    assert dx[0] == pytest.approx(3 * 2.0 * 2.0, rel=1e-14)  # Enzyme's expected value
+    x, dx = np.array([2.0]), np.zeros(1)
+    value, (dc,) = iz.autodiff(readwriteread_scaled, iz.Duplicated(x, dx), iz.Active(1.5), opt=opt, backend=backend)
+    assert value == pytest.approx(python_reference(readwriteread_scaled)(np.array([2.0]), 1.5), rel=1e-15)
+    assert dx[0] == pytest.approx(float(_reference_gradient(readwriteread_scaled, np.array([2.0]), 1.5)[0]), rel=1e-7)
+    assert dc == pytest.approx(8.0, rel=1e-15)

@@ -235,6 +235,12 @@ bb0:
   assert %a, "positive"
   ret
 }""", "@f: bb0: assert: operand 0 must be i1, got f64"),
+    ("assert raising an unknown exception", """
+func @f(%a: i1) {
+bb0:
+  assert %a, "positive", KeyError
+  ret
+}""", "@f: bb0: assert: an assert raises one of AssertionError, OverflowError, not 'KeyError'"),
 ]
 
 

@@ -18,6 +18,7 @@ import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from isozyme.ssa.ops import ASSERT_ERRORS
 from isozyme.ssa.types import allocation_failure
 
 
@@ -62,7 +63,8 @@ def _out_of_memory(site: ErrorSite, payload: Sequence[int]) -> Exception:
 
 
 def _assertion(site: ErrorSite, payload: Sequence[int]) -> Exception:
-    return AssertionError(site.details.get("message") or "assertion failed")
+    error = ASSERT_ERRORS[str(site.details.get("error", "AssertionError"))]
+    return error(site.details.get("message") or "assertion failed")
 
 
 ERROR_KINDS: dict[str, Callable[[ErrorSite, Sequence[int]], Exception]] = {

@@ -108,6 +108,13 @@ def _integer_divmod(em: FunctionEmitter, inst: Instruction) -> tuple[ir.Value, i
     return floor_quotient, floor_remainder
 
 
+def _lower_udiv(em: FunctionEmitter, inst: Instruction) -> ir.Value:
+    """LLVM's udiv, after the check that raises ZeroDivisionError (udiv by zero is undefined)."""
+    a, b = em.operands(inst)
+    em.check(em.builder.icmp_signed("!=", b, ir.Constant(a.type, 0)), inst, "zero-division", [])
+    return em.builder.udiv(a, b)
+
+
 def _lower_shift(method: str) -> Lowering:
     def lower(em: FunctionEmitter, inst: Instruction) -> ir.Value:
         a, amount = em.operands(inst)
@@ -445,7 +452,8 @@ def _lower_call(em: FunctionEmitter, inst: Instruction) -> ir.Value | None:
 
 
 def _lower_assert(em: FunctionEmitter, inst: Instruction) -> None:
-    em.check(em.operand(inst.operands[0]), inst, "assert", [], message=str(inst.attrs.get("message") or ""))
+    em.check(em.operand(inst.operands[0]), inst, "assert", [], message=str(inst.attrs.get("message") or ""),
+             error=str(inst.attrs.get("error", "AssertionError")))
 
 
 def _lower_br(em: FunctionEmitter, inst: Instruction) -> None:
@@ -472,6 +480,7 @@ LOWERINGS: dict[Op, Lowering] = {
     Op.IMUL: _binary("mul"),
     Op.IFLOORDIV: _first(_integer_divmod),
     Op.IFLOORMOD: _second(_integer_divmod),
+    Op.UDIV: _lower_udiv,
     Op.INEG: _lower_ineg,
     Op.IABS: _lower_iabs,
     Op.IMIN: _select_of("<", signed=True),

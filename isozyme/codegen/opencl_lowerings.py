@@ -58,6 +58,12 @@ def _int_divmod(helper: str) -> Lowering:
     return lower
 
 
+def _lower_udiv(r: FunctionRenderer, inst: Instruction) -> str:
+    """Division of the operands as unsigned, after the check that raises ZeroDivisionError."""
+    r.check(f"{r.name(inst.operands[1])} != 0", inst, "zero-division", [])
+    return _wrapping("/")(r, inst)
+
+
 def _float_helper(helper: str) -> Lowering:
     def lower(r: FunctionRenderer, inst: Instruction) -> str:
         a, b = _ops(r, inst)
@@ -364,7 +370,8 @@ def _lower_call(r: FunctionRenderer, inst: Instruction) -> None:
 
 
 def _lower_assert(r: FunctionRenderer, inst: Instruction) -> None:
-    r.check(r.name(inst.operands[0]), inst, "assert", [], message=str(inst.attrs.get("message") or "assertion failed"))
+    r.check(r.name(inst.operands[0]), inst, "assert", [], message=str(inst.attrs.get("message") or "assertion failed"),
+            error=str(inst.attrs.get("error", "AssertionError")))
 
 
 def _lower_br(r: FunctionRenderer, inst: Instruction) -> None:
@@ -398,6 +405,7 @@ LOWERINGS: dict[Op, Lowering] = {
     Op.IMUL: _wrapping("*"),
     Op.IFLOORDIV: _int_divmod("floordiv"),
     Op.IFLOORMOD: _int_divmod("floormod"),
+    Op.UDIV: _lower_udiv,
     Op.INEG: _lower_ineg,
     Op.IABS: _lower_iabs,
     Op.IMIN: _python_min,

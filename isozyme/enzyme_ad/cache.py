@@ -80,11 +80,14 @@ from isozyme.ssa.ops import Op
 from isozyme.ssa.types import I1, I32, I64, ScalarType
 
 ENTRY_OPS: frozenset[Op] = frozenset({Op.IADD, Op.ISUB, Op.IMUL, Op.INEG, Op.IMIN, Op.IMAX, Op.IABS, Op.DIM,
-                                      Op.IFLOORDIV, Op.IFLOORMOD, Op.SHL, Op.ASHR, Op.AND, Op.OR, Op.XOR})
-"""Integer ops re-emitted in the entry block to size tapes; `//`, `%` and shifts only by a constant that
-cannot trap (the trip count of `range(a, b, 2)`), so that nothing traps there before its turn. The bitwise
-ops are what instcombine makes of `%` by a power of two (`n % 4` is `and n, 3`: `range(n % 4)` is the
-remainder loop after blocks of four)."""
+                                      Op.IFLOORDIV, Op.IFLOORMOD, Op.UDIV, Op.SHL, Op.ASHR, Op.AND, Op.OR,
+                                      Op.XOR, Op.SELECT, Op.ICMP_EQ, Op.ICMP_NE, Op.ICMP_SLT, Op.ICMP_SLE,
+                                      Op.ICMP_SGT, Op.ICMP_SGE})
+"""Integer ops re-emitted in the entry block to size tapes; `//`, `%`, `udiv` and shifts only by a constant
+that cannot trap (the trip count of `range(a, b, 2)`), so that nothing traps there before its turn. The
+bitwise ops are what instcombine makes of `%` by a power of two (`n % 4` is `and n, 3`: `range(n % 4)` is
+the remainder loop after blocks of four); `select` and the comparisons, of the trip count of a range whose
+span may not fit in i64 (`ssa/range_length.py`)."""
 
 STACK_CAPACITY = 16
 """The initial number of elements of a stack tape; it doubles when full."""
@@ -350,7 +353,7 @@ class PrimalValues(PrimalAvailability):
             return self._entry_copies[value]
         if not isinstance(value, Instruction) or value.op not in ENTRY_OPS or depth > 8:
             return None
-        if value.op in (Op.IFLOORDIV, Op.IFLOORMOD, Op.SHL, Op.ASHR) and not _safe_divisor_or_shift(value):
+        if value.op in (Op.IFLOORDIV, Op.IFLOORMOD, Op.UDIV, Op.SHL, Op.ASHR) and not _safe_divisor_or_shift(value):
             return None
         array = value.operands[0]
         if value.op is Op.DIM and isinstance(array, Instruction) and array.op is Op.ALLOC:

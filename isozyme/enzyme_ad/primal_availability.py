@@ -28,7 +28,7 @@ from isozyme.ssa.ops import OP_INFO, Op
 from isozyme.ssa.trip_count import bounded_by, induction_variable, same_value
 
 CHEAP_OPS: frozenset[Op] = frozenset({
-    Op.IADD, Op.ISUB, Op.IMUL, Op.IFLOORDIV, Op.IFLOORMOD, Op.INEG, Op.IABS, Op.IMIN, Op.IMAX, Op.SHL, Op.ASHR,
+    Op.IADD, Op.ISUB, Op.IMUL, Op.IFLOORDIV, Op.IFLOORMOD, Op.UDIV, Op.INEG, Op.IABS, Op.IMIN, Op.IMAX, Op.SHL, Op.ASHR,
     Op.AND, Op.OR, Op.XOR, Op.FADD, Op.FSUB, Op.FMUL, Op.FNEG, Op.FABS, Op.FMIN, Op.FMAX, Op.FLOOR, Op.CEIL,
     Op.ICMP_EQ, Op.ICMP_NE, Op.ICMP_SLT, Op.ICMP_SLE, Op.ICMP_SGT, Op.ICMP_SGE, Op.FCMP_OEQ, Op.FCMP_UNE,
     Op.FCMP_OLT, Op.FCMP_OLE, Op.FCMP_OGT, Op.FCMP_OGE, Op.SELECT, Op.SITOFP, Op.FPTOSI, Op.FPEXT, Op.FPTRUNC,

@@ -212,7 +212,7 @@ class _ReverseSynthesis:
             self.reverse[block] = self.function.add_block(f"{block.name or 'bb'}.rev")
         self._make_reverse_counters()
         exit_block = self.function.add_block("exit")
-        self._branch_to_reverse()
+        self._branch_to_reverse(exit_block)
         for block in reversed(self.blocks):
             self._fill_reverse_block(block, exit_block)
         for block in self.primal.stack_pointers:
@@ -289,12 +289,16 @@ class _ReverseSynthesis:
             builder.store(0, slot, 0)
             self.counter_slots[loop] = slot
 
-    def _branch_to_reverse(self) -> None:
+    def _branch_to_reverse(self, exit_block: Block) -> None:
+        """The primal `ret` becomes a branch to the reverse pass, and `exit` returns the value at once: the
+        `ret` is a use of it, so that where the synthesis replaces the returned value (a split call becomes
+        a call of `augmented_<g>`) the `ret` returns the replacement."""
         ret = self.return_block.terminator
         assert ret is not None
         self.return_value = ret.operands[0] if ret.operands else None
         ret.erase()
         Builder(self.return_block, ret.loc).br(self.reverse[self.return_block])
+        Builder(exit_block, ret.loc).ret(self.return_value)
 
     # --- the reverse blocks --------------------------------------------------------------------------------
 
@@ -539,11 +543,11 @@ class _ReverseSynthesis:
                                   name=f"{block.name or 'bb'}.from")
 
     def _finish(self, exit_block: Block) -> None:
-        builder = Builder(exit_block)
+        assert exit_block.terminator is not None
+        builder = Builder().before(exit_block.terminator)
         for arg, output in self.active_outputs:
             adjoint = builder.load(self.slot(arg), 0) if arg in self.slots else Constant(arg.type, 0.0)
             builder.store(adjoint, output, 0)
-        builder.ret(self.return_value)
         _order_blocks(self.function, self.blocks, self.reverse, exit_block)
 
 

@@ -33,7 +33,7 @@ from isozyme.enzyme_ad.prepare import LoopFrame
 from isozyme.ssa.ir import Block, Constant, Instruction, Phi, Value
 from isozyme.ssa.loops import Loop, LoopNest
 from isozyme.ssa.ops import Op
-from isozyme.ssa.trip_count import induction_variable, same_value, single_entering_block
+from isozyme.ssa.trip_count import induction_variable, is_known_nonnegative, same_value, single_entering_block
 from isozyme.ssa.types import I64
 
 
@@ -136,7 +136,10 @@ def _row_trip_shape(trip: Value, counter: Value) -> tuple[Value, int] | None:
 
 
 def _is_max_zero_of(trip: Value, bound: Value) -> bool:
-    """Is `trip` `max(bound, 0)`?"""
+    """Is `trip` `max(bound, 0)`: that, or `bound` itself when it is not negative (the row loop of a
+    `range(col + 1, d)` over an argument d clamps it: `max(max(d, 0) - (col + 1), 0)`, `range_length.py`)?"""
+    if same_value(trip, bound) and is_known_nonnegative(bound):
+        return True
     return isinstance(trip, Instruction) and trip.op is Op.IMAX and _is_zero(trip.operands[1]) \
         and same_value(trip.operands[0], bound)
 

@@ -2,17 +2,20 @@
 blocks and branches of structured control flow, and the variables (through `SSAConstruction`).
 
 Control flow. `for i in range(a, b, s)` becomes a counted loop in canonical form: the preheader computes
-the trip count `max(0, (b - a + s - sign(s)) // s)` once (Python's `range` length; a step whose sign is
-only known at run time gets `sign` by a select, and an assertion that it is not zero), the header holds a
-0-based counter `k` stepped by 1 on the single latch, and the body computes `i = a + k*s` (just `k` for
-`range(n)`). `prange` loops are the same, with the counter phi flagged `parallel`. `for i, j in
-iz.ndrange(n, m)` is one parallel loop over the pairs: k counts up to max(n, 0) * max(m, 0), i is k // m
-and j is k % m, j fastest (neighbouring work items take neighbouring j): the whole iteration space is one
-NDRange on OpenCL however small n is. (Nested `prange` loops stay nested: the outer one parallel, the inner
-serial in each iteration. Collapsing them by default made a 2000 x 2000 elementwise kernel 3.9x slower on
-the CPU, a division and a remainder per element and no vector loop.) `while`, `break`,
-`continue`, `for ... else` and several `return`s are branches; code after a `return`, `break` or
-`continue` is unreachable and not lowered. Blocks are laid out in the order they are entered.
+the trip count once, Python's `len(range(a, b, s))` for any i64 bounds (`ssa/range_length.py`: no
+intermediate value wraps, a count over 2**63 - 1 is an OverflowError at the loop; a step only known at run
+time is first asserted not zero), the header holds a 0-based counter `k` stepped by 1 on the single latch,
+and the body computes `i = a + k*s` (just `k` for `range(n)`), which cannot wrap. The bounds the lowering
+knows of the loop variables of enclosing loops (`int_facts`) choose the cheapest exact form of an inner
+loop's count. `prange` loops are the same, with the counter phi flagged `parallel`. `for i, j in
+iz.ndrange(n, m)` is one parallel loop over the pairs: k counts up to max(n, 0) * max(m, 0) (an
+OverflowError when that does not fit in i64), i is k // m and j is k % m, j fastest (neighbouring work
+items take neighbouring j): the whole iteration space is one NDRange on OpenCL however small n is.
+(Nested `prange` loops stay nested: the outer one parallel, the inner serial in each iteration. Collapsing
+them by default made a 2000 x 2000 elementwise kernel 3.9x slower on the CPU, a division and a remainder
+per element and no vector loop.) `while`, `break`, `continue`, `for ... else` and several `return`s are
+branches; code after a `return`, `break` or `continue` is unreachable and not lowered. Blocks are laid
+out in the order they are entered.
 
 Scoping is Python's: a name assigned anywhere in the kernel is local everywhere in it; other names are
 looked up in the closure, the module globals and the builtins at compile time, and numbers found there
@@ -35,6 +38,7 @@ from isozyme.frontend.lowering_state import LoopTargets
 from isozyme.frontend.type_rules import assignable, describe_type
 from isozyme.ssa.ir import Block, Constant, Function, Instruction, Value
 from isozyme.ssa.ops import Op
+from isozyme.ssa.range_length import I64_MAX, Interval, RangeLength, emit_range_length, signed_range
 from isozyme.ssa.types import I64, ScalarType
 
 
@@ -272,16 +276,20 @@ class KernelLowering(CallLowering):
             raise self.error(node.iter, "for loops iterate over range(...), iz.prange(...) or iz.ndrange(...) only")
         assert isinstance(call, ast.Call)
         start, stop, step = self.range_arguments(call)
-        trip = self.trip_count(call, start, stop, step)
+        length = self.trip_count(call, start, stop, step)
         unit = isinstance(start, Constant) and start.value == 0 and isinstance(step, Constant) and step.value == 1
         target = node.target
+        between = self.between(start, stop, step)
 
-        def assign(counter: Value) -> None:  # i = start + k * step
+        def assign(counter: Value) -> None:  # i = start + k * step: between start and stop, exactly
             offset = counter if isinstance(step, Constant) and step.value == 1 else \
                 self.emit_pure(Op.IMUL, counter, step)
-            self.assign(target, offset if isinstance(start, Constant) and start.value == 0 else
-                        self.emit_pure(Op.IADD, start, offset))
-        self.counted_loop(node, trip, target.id if unit else f"{target.id}.iv", target.id, assign,
+            value = offset if isinstance(start, Constant) and start.value == 0 else \
+                self.emit_pure(Op.IADD, start, offset)
+            if value is not counter:
+                self.int_facts[value] = between
+            self.assign(target, value)
+        self.counted_loop(node, length, target.id if unit else f"{target.id}.iv", target.id, assign,
                           role[0] == "prange")
 
     def lower_ndrange(self, node: ast.For) -> None:
@@ -296,27 +304,38 @@ class KernelLowering(CallLowering):
             raise self.error(target, "iz.ndrange's loop variables are two plain names: for i, j in iz.ndrange(n, m)")
         outer, inner = target.elts
         assert isinstance(outer, ast.Name) and isinstance(inner, ast.Name)
-        trips = []
+        lengths = []
         for extent in call.args:
             value = self.scalar(extent, "iz.ndrange()")
             if value.type.is_float:
                 raise self.error(extent, f"iz.ndrange() needs integer extents, got {describe_type(value.type)}")
             stop = self.convert(value, I64)
-            trips.append(self.trip_count(call, Constant(I64, 0), stop, Constant(I64, 1)))
+            lengths.append(self.trip_count(call, Constant(I64, 0), stop, Constant(I64, 1)))
+        trips = [length.trip for length in lengths]
+        most = lengths[0].most * lengths[1].most
         with self.located(call):
+            if most > I64_MAX:  # n * m must not wrap: n <= (2**63 - 1) // m (m = 0 cannot overflow)
+                largest = self.emit_pure(Op.IFLOORDIV, Constant(I64, I64_MAX), self.emit_pure(Op.IMAX, trips[1],
+                                                                                             Constant(I64, 1)))
+                self.b.assert_(self.b.icmp_sle(trips[0], largest), "iz.ndrange() has more than 2**63 - 1 pairs",
+                               "OverflowError")
             total = self.emit_pure(Op.IMUL, trips[0], trips[1], name="trip")
 
         def assign(counter: Value) -> None:  # i = k // m, j = k % m (m > 0 in the body: k < n * m)
-            with self.located(outer):
-                self.assign(outer, self.emit_pure(Op.IFLOORDIV, counter, trips[1]))
-            with self.located(inner):
-                self.assign(inner, self.emit_pure(Op.IFLOORMOD, counter, trips[1]))
-        self.counted_loop(node, total, f"{outer.id}.{inner.id}.iv", inner.id, assign, True)
+            for name, op, length in ((outer, Op.IFLOORDIV, lengths[0]), (inner, Op.IFLOORMOD, lengths[1])):
+                with self.located(name):
+                    value = self.emit_pure(op, counter, trips[1])
+                    self.int_facts[value] = (0, max(length.most - 1, 0))
+                    self.assign(name, value)
+        self.counted_loop(node, RangeLength(total, min(most, I64_MAX)), f"{outer.id}.{inner.id}.iv", inner.id,
+                          assign, True)
 
-    def counted_loop(self, node: ast.For, trip: Value, counter_name: str, name: str,
+    def counted_loop(self, node: ast.For, length: RangeLength, counter_name: str, name: str,
                      assign: Callable[[Value], None], parallel: bool) -> None:
-        """A loop of `trip` iterations over `node.body` (module docstring): a 0-based counter k stepped by 1,
-        from which `assign` sets the loop variables at the start of the body."""
+        """A loop of `length.trip` iterations over `node.body` (module docstring): a 0-based counter k
+        stepped by 1, from which `assign` sets the loop variables at the start of the body. What the body's
+        lowering knows of k and of the loop variables (`int_facts`) holds there only: it is dropped after."""
+        trip = length.trip
         counter = self.hidden_variable(counter_name)
         self.write_variable(counter, Constant(I64, 0))
         header, body, latch = self.new_block("for.header"), self.new_block("for.body"), self.new_block("for.latch")
@@ -328,9 +347,12 @@ class KernelLowering(CallLowering):
         self.cond_branch(self.b.icmp_slt(index, trip, name=f"{name}.cond"), body, else_block or exit_block)
         self.seal(body, node)
         self.switch_to(body)
+        known = dict(self.int_facts)
+        self.int_facts[index] = (0, max(length.most - 1, 0))
         with self.located(node.target):
             assign(index)
         self.loop_body(node.body, LoopTargets(exit_block, latch))
+        self.int_facts = known
         if self.current is not None:
             self.branch(latch)
         self.seal(latch, node)
@@ -362,22 +384,26 @@ class KernelLowering(CallLowering):
             raise self.error(call.args[2], "range() step must not be zero")
         return start, stop, step
 
-    def trip_count(self, call: ast.Call, start: Value, stop: Value, step: Value) -> Value:
-        """`len(range(start, stop, step))` = max(0, (stop - start + step - sign(step)) // step)."""
+    def trip_count(self, call: ast.Call, start: Value, stop: Value, step: Value) -> RangeLength:
+        """`len(range(start, stop, step))`, exact for any i64 bounds (`range_length.py`)."""
         with self.located(call):
-            if isinstance(step, Constant):
-                sign: Value = Constant(I64, 1 if step.value > 0 else -1)  # type: ignore[operator]
-            else:
+            if not isinstance(step, Constant):
                 self.b.assert_(self.b.icmp_ne(step, 0), "range() step must not be zero")
-                sign = self.b.select(self.b.icmp_sgt(step, 0), Constant(I64, 1), Constant(I64, -1))
-            distance = stop if isinstance(start, Constant) and start.value == 0 else \
-                self.emit_pure(Op.ISUB, stop, start)
-            if not (isinstance(step, Constant) and step.value == 1):
-                adjust = self.emit_pure(Op.ISUB, step, sign)  # a constant when the step is one
-                if not (isinstance(adjust, Constant) and adjust.value == 0):
-                    distance = self.emit_pure(Op.IADD, distance, adjust)
-                distance = self.emit_pure(Op.IFLOORDIV, distance, step)
-            return self.emit_pure(Op.IMAX, distance, Constant(I64, 0), name="trip")
+            length = emit_range_length(self.b, start, stop, step, self.int_facts)
+            if isinstance(length.trip, Instruction) and length.trip.name is None:
+                length.trip.name = "trip"
+            return length
+
+    def between(self, start: Value, stop: Value, step: Value) -> Interval:
+        """Bounds of the values `range(start, stop, step)` gives, from those of its arguments."""
+        a, b = signed_range(start, self.int_facts), signed_range(stop, self.int_facts)
+        up, down = (a[0], b[1] - 1), (b[0] + 1, a[1])
+        sign = signed_range(step, self.int_facts)
+        if sign[0] > 0:
+            return up
+        if sign[1] < 0:
+            return down
+        return (min(up[0], down[0]), max(up[1], down[1]))
 
 
 STATEMENTS: dict[type[ast.AST], Callable[..., None]] = {

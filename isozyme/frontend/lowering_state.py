@@ -24,6 +24,7 @@ from isozyme.frontend.ssa_construction import SSAConstruction, TypeConflict, Und
 from isozyme.frontend.type_rules import describe_type, join, python_scalar_constant
 from isozyme.ssa.builder import Builder
 from isozyme.ssa.ir import Block, Constant, Function, Value
+from isozyme.ssa.range_length import Interval
 from isozyme.ssa.types import Type
 
 
@@ -48,6 +49,8 @@ class LoweringState:
         self.current: Block | None = None
         self.current_node: ast.AST = self.source.tree
         self.loops: list[LoopTargets] = []
+        self.int_facts: dict[Value, Interval] = {}
+        """Bounds of the loop variables of the loops whose body is being lowered (`range_length.py`)."""
         self.local_names = assigned_names(self.source.tree)
         self.hidden_count = 0
 

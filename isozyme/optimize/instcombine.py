@@ -321,6 +321,7 @@ RULES: dict[Op, tuple[Rule, ...]] = {
               reassociate_constants, _shift_if_power_of_two(Op.SHL)),
     Op.IFLOORDIV: (_lhs_if_rhs(1), _negate_if_rhs(-1, Op.INEG), _shift_if_power_of_two(Op.ASHR)),
     Op.IFLOORMOD: (zero_if_unit_divisor, mask_if_power_of_two),
+    Op.UDIV: (_lhs_if_rhs(1),),
     Op.INEG: (_involution,),
     Op.SHL: (_lhs_if_rhs(0),),
     Op.ASHR: (_lhs_if_rhs(0),),

@@ -4,6 +4,7 @@ reference interpreter (DESIGN section 3). Imports no other isozyme package.
 Modules in layer order, highest first: a `- ` line starts a layer, the lines under it are the other modules of
 that layer, which import each other not at all; each module imports only modules of lower layers
 (`lint-imports` checks it against the contracts in `pyproject.toml`).
+- `range_length`: the trip count of `range(a, b, s)` for any i64 bounds, as the frontend emits it
 - `trip_count`: the trip count of a loop, as a value or a formula of loop-invariant values
   `verifier`: the IR's invariants (types, dominance, phis, terminators, flags)
   `interpreter`: the reference interpreter

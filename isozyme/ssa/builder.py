@@ -197,8 +197,12 @@ class Builder:
         values = [self._as_value(a, params[i] if i < len(params) else None) for i, a in enumerate(args)]
         return self.emit(Op.CALL, *values, name=name, type=callee.return_type, attrs={"callee": callee})
 
-    def assert_(self, condition: Operand, message: str = "") -> Instruction:
-        return self.emit(Op.ASSERT, self._as_value(condition, I1), type=VOID, attrs={"message": message})
+    def assert_(self, condition: Operand, message: str = "", error: str | None = None) -> Instruction:
+        """`assert condition, message`: raises AssertionError, or the `ops.ASSERT_ERRORS` entry `error`."""
+        attrs: dict[str, object] = {"message": message}
+        if error is not None:
+            attrs["error"] = error
+        return self.emit(Op.ASSERT, self._as_value(condition, I1), type=VOID, attrs=attrs)
 
     def br(self, target: Block) -> Instruction:
         return self.insert(Instruction(VOID, op=Op.BR, successors=(target,)))

@@ -31,7 +31,8 @@ Execution model:
     extent max(n, 2 * extent) holding the old elements first and then what a fresh alloc holds; otherwise
     (n <= extent, n negative) nothing happens. Bounds checks see the current extent. A grow numpy cannot
     allocate raises MemoryError, as compiled code does.
-  - `assert %c, "msg"` raises AssertionError("msg") when %c is false; `call` interprets the callee.
+  - `assert %c, "msg"` raises AssertionError("msg") when %c is false (`assert %c, "msg", OverflowError`
+    the exception named); `call` interprets the callee.
   - Run-time errors (ZeroDivisionError, ValueError, OverflowError, IndexError, AssertionError) start
     with the instruction's source location (`file:line:col: `) when it has one.
   - `step_limit` bounds the number of executed instructions (phis and terminators included), summed over
@@ -50,7 +51,7 @@ import numpy as np
 
 from isozyme.ssa.flags import is_growable_alloc
 from isozyme.ssa.ir import Block, Constant, Function, Instruction, Phi, Value, canonical_scalar
-from isozyme.ssa.ops import Op
+from isozyme.ssa.ops import ASSERT_ERRORS, Op
 from isozyme.ssa.semantics import SEMANTICS, Scalar, apply_rule, evaluate
 from isozyme.ssa.types import LARGEST_SIZE, ArrayType, ScalarType, allocation_failure
 
@@ -420,7 +421,8 @@ def _exec_call(interp: Interpreter, inst: Instruction, env: Env) -> RuntimeValue
 def _exec_assert(interp: Interpreter, inst: Instruction, env: Env) -> None:
     (condition,) = _operands(inst, env)
     if not condition:
-        raise AssertionError(located(inst, str(inst.attrs.get("message") or "assertion failed")))
+        error = ASSERT_ERRORS[str(inst.attrs.get("error", "AssertionError"))]
+        raise error(located(inst, str(inst.attrs.get("message") or "assertion failed")))
 
 
 _HANDLERS: dict[Op, Handler] = {

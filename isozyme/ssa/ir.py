@@ -183,7 +183,8 @@ class Instruction(Value):
     successors: tuple[Block, ...] = ()
     """Branch targets of a terminator, in order (`cbr`: true target first)."""
     attrs: dict[str, object] = field(default_factory=dict)
-    """Immediates: `callee` (Function) of a call, `axis` (int) of dim, `message` (str) of assert."""
+    """Immediates: `callee` (Function) of a call, `axis` (int) of dim, `message` (str) and `error` (str, an
+    `ops.ASSERT_ERRORS` key) of assert."""
     flags: set[str] = field(default_factory=set)
     """Word attributes printed after the instruction: `readonly`, `zeroed`, ..."""
     block: Block | None = None

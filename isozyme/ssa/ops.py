@@ -34,6 +34,7 @@ class Op(Enum):
     IMUL = "imul"
     IFLOORDIV = "ifloordiv"
     IFLOORMOD = "ifloormod"
+    UDIV = "udiv"
     INEG = "ineg"
     IABS = "iabs"
     IMIN = "imin"
@@ -130,7 +131,7 @@ class Syntax(Enum):
     VIEW = "view T[%n, ...] %arena, %offset"
     GROW = "grow %x, %n"
     CALL = "call @f(a, ...)"
-    ASSERT = 'assert %c, "message"'
+    ASSERT = 'assert %c, "message"[, Error]'
     PHI = "phi T [bb: v, ...]"
     BR = "br bb"
     CBR = "cbr %c, bbT, bbF"
@@ -196,6 +197,7 @@ OP_INFO: dict[Op, OpInfo] = {
     Op.IMUL: _arith("ii", commutative=True),
     Op.IFLOORDIV: _arith("ii", may_trap=True),
     Op.IFLOORMOD: _arith("ii", may_trap=True),
+    Op.UDIV: _arith("ii", may_trap=True),
     Op.INEG: _arith("i"),
     Op.IABS: _arith("i"),
     Op.IMIN: _arith("ii", commutative=True),
@@ -258,6 +260,10 @@ OP_INFO: dict[Op, OpInfo] = {
     Op.CBR: OpInfo(Syntax.CBR, "b", ResultRule.VOID, terminator=True),
     Op.RET: OpInfo(Syntax.RET, "", ResultRule.VOID, terminator=True),
 }
+
+ASSERT_ERRORS: dict[str, type[Exception]] = {"AssertionError": AssertionError, "OverflowError": OverflowError}
+"""What a failed `assert` raises: the exception its `error` attribute names (`assert %ok, "message",
+OverflowError`: the frontend's check that a loop's trip count fits in i64), AssertionError without one."""
 
 _missing = set(Op) - set(OP_INFO)
 assert not _missing, f"ops without a row in OP_INFO: {sorted(map(str, _missing))}"

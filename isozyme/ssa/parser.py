@@ -294,6 +294,8 @@ def _read_assert(r: _LineReader, s: Statement) -> None:
     s.attrs["message"] = ""
     if r.accept(","):
         s.attrs["message"] = ast.literal_eval(r.expect_kind("string", "a message string").text)
+        if r.accept(","):
+            s.attrs["error"] = r.expect_kind("word", "the name of an exception").text
 
 
 def _read_phi(r: _LineReader, s: Statement) -> None:

@@ -145,7 +145,10 @@ def _print_call(inst: Instruction, n: Namer) -> str:
 
 def _print_assert(inst: Instruction, n: Namer) -> str:
     message = inst.attrs.get("message") or ""
+    error = inst.attrs.get("error")
     text = f"assert {n.value(inst.operands[0])}" if inst.operands else "assert"
+    if error is not None:
+        return f"{text}, {quote(message)}, {error}"
     return f"{text}, {quote(message)}" if message else text
 
 

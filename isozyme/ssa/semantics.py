@@ -12,6 +12,9 @@ Integers (i32, i64: two's complement; every result wraps to the width):
   - `iadd isub imul ineg` wrap; `iabs` and `ineg` of INT_MIN give INT_MIN; `imin imax` as Python.
   - `ifloordiv ifloormod` are Python's `//` and `%` (floor; the remainder has the sign of the divisor);
     a zero divisor raises ZeroDivisionError; INT_MIN // -1 wraps to INT_MIN (and INT_MIN % -1 is 0).
+  - `udiv` is LLVM's: both operands read as unsigned (modulo 2^bits), the quotient's bits as the signed
+    result; a zero divisor raises ZeroDivisionError. Not in the kernel language: the frontend computes
+    trip counts of spans wider than i64 with it (`range_length.py`).
   - `shl ashr`: a shift amount outside [0, bits) raises ValueError; `ashr` is arithmetic (Python's `>>`).
   - `and or xor` are bitwise on ints and logical on i1.
   - `icmp.*` compare as Python does; on i1, False < True (unlike LLVM's signed i1, where true is -1:
@@ -98,6 +101,12 @@ def _ifloordiv(ty: ScalarType, a: int, b: int) -> int:
 def _ifloormod(ty: ScalarType, a: int, b: int) -> int:
     _check_divisor(b)
     return a % b
+
+
+def _udiv(ty: ScalarType, a: int, b: int) -> int:
+    _check_divisor(b)
+    modulus = 1 << ty.bits
+    return (a % modulus) // (b % modulus)
 
 
 def _check_shift(ty: ScalarType, amount: int) -> None:
@@ -260,6 +269,7 @@ SEMANTICS: dict[Op, Rule] = {
     Op.IMUL: _int_binary(operator.mul),
     Op.IFLOORDIV: _ifloordiv,
     Op.IFLOORMOD: _ifloormod,
+    Op.UDIV: _udiv,
     Op.INEG: lambda ty, a: -a,
     Op.IABS: lambda ty, a: abs(a),
     Op.IMIN: _int_binary(min),
@@ -352,6 +362,7 @@ def evaluate(op: Op, result_type: Type, operands: Sequence[Scalar]) -> Scalar:
 SAFE_CONSTANT_OPERAND: dict[Op, Callable[[Type, int], bool]] = {
     Op.IFLOORDIV: lambda ty, divisor: divisor != 0,
     Op.IFLOORMOD: lambda ty, divisor: divisor != 0,
+    Op.UDIV: lambda ty, divisor: divisor != 0,
     Op.SHL: lambda ty, amount: 0 <= amount < ty.bits,  # type: ignore[attr-defined]
     Op.ASHR: lambda ty, amount: 0 <= amount < ty.bits,  # type: ignore[attr-defined]
 }

@@ -31,7 +31,16 @@ from isozyme.ssa.cfg import predecessors
 from isozyme.ssa.dominators import DominatorTree
 from isozyme.ssa.flags import is_growable_alloc
 from isozyme.ssa.ir import Argument, Block, Constant, Function, Instruction, Module, Phi, Value
-from isozyme.ssa.ops import CLASS_NAMES, OP_INFO, SHARED_CLASSES, Op, Syntax, result_type, type_in_class
+from isozyme.ssa.ops import (
+    ASSERT_ERRORS,
+    CLASS_NAMES,
+    OP_INFO,
+    SHARED_CLASSES,
+    Op,
+    Syntax,
+    result_type,
+    type_in_class,
+)
 from isozyme.ssa.printer import Namer
 from isozyme.ssa.types import I1, I64, VOID, ArrayType, Type
 
@@ -389,6 +398,8 @@ def _check_assert(v: _FunctionVerifier, inst: Instruction) -> str | None:
         return problem
     if not isinstance(inst.attrs.get("message", ""), str):
         return "message must be a string"
+    if inst.attrs.get("error", "AssertionError") not in ASSERT_ERRORS:
+        return f"an assert raises one of {', '.join(ASSERT_ERRORS)}, not {inst.attrs['error']!r}"
     return v.check_result(inst, VOID)
 
 

@@ -26,13 +26,13 @@ def mag(x: Array[f64], n: i64) -> f64:
     return iz.sqrt(s)
 
 
-# A constant negative step: trip = max(0, (stop - start + step + 1) // step), i = start + k*step.
+# A constant negative step: trip = max((start - (stop + 1)) // -step + 1, 0) (`ssa/range_length.py`: it
+# cannot wrap), i = start + k*step.
 # CHECK-LABEL: func @backwards(%x: f64[?], %n: i64) -> f64 {
 # CHECK:         %[[START:[a-z0-9_.]+]] = isub %n, 1
-# CHECK-NEXT:    %[[DIST:[a-z0-9_.]+]] = isub -1, %[[START]]
-# CHECK-NEXT:    %[[ADJ:[a-z0-9_.]+]] = iadd %[[DIST]], -1
-# CHECK-NEXT:    %[[Q:[a-z0-9_.]+]] = ifloordiv %[[ADJ]], -2
-# CHECK-NEXT:    %{{[a-z0-9_.]+}} = imax %[[Q]], 0
+# CHECK-NEXT:    %[[Q:[a-z0-9_.]+]] = ifloordiv %[[START]], 2
+# CHECK-NEXT:    %[[COUNT:[a-z0-9_.]+]] = iadd %[[Q]], 1
+# CHECK-NEXT:    %{{[a-z0-9_.]+}} = imax %[[COUNT]], 0
 # CHECK:         %[[K:[a-z0-9_.]+]] = phi i64
 # CHECK:       for.body:
 # CHECK-NEXT:    %[[OFF:[a-z0-9_.]+]] = imul %[[K]], -2
@@ -45,16 +45,26 @@ def backwards(x: Array[f64], n: i64) -> f64:
     return s
 
 
-# A step whose sign is only known at run time: asserted non-zero, its sign chosen by a select.
+# A step whose sign is only known at run time: asserted non-zero; the span, from the larger bound to the
+# smaller, divided as an unsigned number by the step's magnitude (it cannot wrap: `ssa/range_length.py`),
+# and a count over 2**63 - 1 an OverflowError.
 # CHECK-LABEL: func @strided(%x: f64[?], %n: i64, %step: i64) -> f64 {
 # CHECK:         %[[NZ:[a-z0-9_.]+]] = icmp.ne %step, 0
 # CHECK-NEXT:    assert %[[NZ]], "range() step must not be zero"
-# CHECK-NEXT:    %[[POS:[a-z0-9_.]+]] = icmp.sgt %step, 0
-# CHECK-NEXT:    %[[SIGN:[a-z0-9_.]+]] = select %[[POS]], 1, -1
-# CHECK-NEXT:    %[[ADJ:[a-z0-9_.]+]] = isub %step, %[[SIGN]]
-# CHECK-NEXT:    %[[DIST:[a-z0-9_.]+]] = iadd %n, %[[ADJ]]
-# CHECK-NEXT:    %[[Q:[a-z0-9_.]+]] = ifloordiv %[[DIST]], %step
-# CHECK-NEXT:    %{{[a-z0-9_.]+}} = imax %[[Q]], 0
+# CHECK-NEXT:    %[[UP:[a-z0-9_.]+]] = icmp.sgt %step, 0
+# CHECK-NEXT:    %[[HI:[a-z0-9_.]+]] = select %[[UP]], %n, 0
+# CHECK-NEXT:    %[[LO:[a-z0-9_.]+]] = select %[[UP]], 0, %n
+# CHECK-NEXT:    %[[NEG:[a-z0-9_.]+]] = ineg %step
+# CHECK-NEXT:    %[[MAG:[a-z0-9_.]+]] = select %[[UP]], %step, %[[NEG]]
+# CHECK-NEXT:    %[[SPAN:[a-z0-9_.]+]] = isub %[[HI]], %[[LO]]
+# CHECK-NEXT:    %[[LAST:[a-z0-9_.]+]] = isub %[[SPAN]], 1
+# CHECK-NEXT:    %[[Q:[a-z0-9_.]+]] = udiv %[[LAST]], %[[MAG]]
+# CHECK-NEXT:    %[[COUNT:[a-z0-9_.]+]] = iadd %[[Q]], 1
+# CHECK-NEXT:    %[[ANY:[a-z0-9_.]+]] = icmp.sgt %[[HI]], %[[LO]]
+# CHECK-NEXT:    %[[RAW:[a-z0-9_.]+]] = select %[[ANY]], %[[COUNT]], 0
+# CHECK-NEXT:    %[[FITS:[a-z0-9_.]+]] = icmp.sge %[[RAW]], 0
+# CHECK-NEXT:    assert %[[FITS]], "range() has more than 2**63 - 1 iterations", OverflowError
+# CHECK-NEXT:    %{{[a-z0-9_.]+}} = imax %[[RAW]], 0
 # CHECK:       for.body:
 # CHECK-NEXT:    %j = imul %{{[a-z0-9_.]+}}, %step
 @iz.kernel
@@ -62,6 +72,47 @@ def strided(x: Array[f64], n: i64, step: i64) -> f64:
     s = 0.0
     for j in range(0, n, step):
         s -= x[j]
+    return s
+
+
+# Two bounds of unknown sign: b - a may wrap (range(2**63 - 1, -2**63) is empty, range(-1, 2**63 - 1) too
+# long), so the count is b - a only where b > a, checked to fit.
+# CHECK-LABEL: func @window(%x: f64[?], %a: i64, %b: i64) -> f64 {
+# CHECK:         %[[SPAN:[a-z0-9_.]+]] = isub %b, %a
+# CHECK-NEXT:    %[[ANY:[a-z0-9_.]+]] = icmp.sgt %b, %a
+# CHECK-NEXT:    %[[RAW:[a-z0-9_.]+]] = select %[[ANY]], %[[SPAN]], 0
+# CHECK-NEXT:    %[[FITS:[a-z0-9_.]+]] = icmp.sge %[[RAW]], 0
+# CHECK-NEXT:    assert %[[FITS]], "range() has more than 2**63 - 1 iterations", OverflowError
+# CHECK-NEXT:    %{{[a-z0-9_.]+}} = imax %[[RAW]], 0
+@iz.kernel
+def window(x: Array[f64], a: i64, b: i64) -> f64:
+    s = 0.0
+    for i in range(a, b):
+        s += x[i]
+    return s
+
+
+# Must not check: extents and the counter of the enclosing loop bound the difference, and an argument n
+# only needs max(n, 0) (shared with the loop over range(n)) where the start is not negative.
+# CHECK-LABEL: func @triangle(%x: f64[?], %n: i64) -> f64 {
+# CHECK-NOT:     assert
+# CHECK:         %[[TRIP:[a-z0-9_.]+]] = imax %n, 0
+# CHECK-NOT:     assert
+# CHECK:         %[[ROW:[a-z0-9_.]+]] = iadd %i, 1
+# CHECK-NEXT:    %[[CLAMPED:[a-z0-9_.]+]] = imax %n, 0
+# CHECK-NEXT:    %[[ROWS:[a-z0-9_.]+]] = isub %[[CLAMPED]], %[[ROW]]
+# CHECK-NEXT:    %{{[a-z0-9_.]+}} = imax %[[ROWS]], 0
+# CHECK-NOT:     assert
+# CHECK-NOT:     select
+# CHECK:         ret
+@iz.kernel
+def triangle(x: Array[f64], n: i64) -> f64:
+    s = 0.0
+    for i in range(n):
+        for j in range(i + 1, n):
+            s += x[i] * x[j]
+        for j in range(1, len(x) - i, 3):
+            s += x[j]
     return s
 
 
