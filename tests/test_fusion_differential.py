@@ -41,6 +41,7 @@ from test_examples import O2_CASES
 
 import isozyme as iz
 from isozyme import Array, f64
+from isozyme.benchmark_suite.results import validate
 
 RTOL = 1e-12
 BENCHMARK = Path(__file__).resolve().parents[1] / "benchmarks" / "fusion.py"
@@ -217,13 +218,17 @@ def test_fusion_benchmark_runs(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "loop fusion off -> on" in done.stdout
-    results = json.loads(output.read_text())
-    assert [case["off"]["case"] for case in results["cases"]] == ["mlp", "heat 200"]
-    assert results["passed"] is True  # every call's gradient against llvm's (tests/test_bench_scripts.py)
-    for case in results["cases"]:
-        assert case["off"]["loop_kernels"] >= case["on"]["loop_kernels"] > 0
-        assert case["off"]["loop_bytes_read"] > 0 and case["on"]["median_s"] > 0
-        assert case["off"]["check"]["calls"] == case["on"]["check"]["calls"] == 3 and case["fusion_check"]["passed"]
+    results = json.loads(output.read_text())  # the results schema (isozyme/benchmark_suite/results.py)
+    assert validate(results) == [] and results["passed"] is True  # every call's gradient against llvm's
+    rows = {(row["problem"], row["variant"]): row for row in results["rows"]}
+    assert [problem for problem, variant in rows if variant == "fusion off"] == ["mlp gradient", "heat gradient"]
+    for problem in ("mlp gradient", "heat gradient"):
+        off, on = rows[problem, "fusion off"], rows[problem, "fusion on"]
+        assert off["details"]["loop_kernels"] >= on["details"]["loop_kernels"] > 0
+        assert off["details"]["loop_bytes_read"] > 0 and on["median_ms"] > 0
+        assert off["check"]["calls"] == on["check"]["checks"]["gradient"]["calls"] == 3  # every call checked
+        assert on["check"]["checks"]["fusion on against off"]["passed"]
+    assert set(results["extra"]["gradient_differences"]) == {"mlp", "heat 200"}
 
 
 ACCESS_SOURCE = """\

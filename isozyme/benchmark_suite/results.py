@@ -68,15 +68,18 @@ from typing import Any
 SCHEMA = "isozyme-benchmark-results/1"
 KINDS = ("natural", "tuned", "peer")
 PEERS = ("jax", "jaxlib", "torch", "numba", "numpy")
-ENVIRONMENT = re.compile(r"ISOZYME_(?!CACHE_DIR$).*|JAX_.*|XLA_FLAGS|OMP_NUM_THREADS|CUDA_VISIBLE_DEVICES")
-"""The variables recorded with the command (a fresh cache folder's path says nothing)."""
+ENVIRONMENT = re.compile(r"(?:ISOZYME|JAX)_\w+|XLA_FLAGS|OMP_NUM_THREADS|CUDA_VISIBLE_DEVICES")
+"""The variables recorded with the command: every isozyme and JAX setting by its prefix (but the cache
+folder, `UNRECORDED`: a fresh folder's path says nothing), XLA's flags and the thread and device choices."""
+UNRECORDED = frozenset({"ISOZYME_CACHE_DIR"})
 PACKAGE = Path(__file__).resolve().parents[1]
 """The `isozyme` package: its checkout is the one whose commit is recorded."""
 RESULTS_FOLDER = "benchmarks/results"
 """Where the results are kept, relative to the checkout: not counted as a change of the tree."""
 
 STARTED = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
-ENVIRONMENT_AT_START = {name: value for name, value in sorted(os.environ.items()) if ENVIRONMENT.fullmatch(name)}
+ENVIRONMENT_AT_START = {name: value for name, value in sorted(os.environ.items())
+                        if ENVIRONMENT.fullmatch(name) and name not in UNRECORDED}
 LOAD_AT_START = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
 
 TIMING_FIELDS = ("min_ms", "compile_ms", "first_call_s", "warm_first_call_s")
