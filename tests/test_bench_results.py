@@ -168,8 +168,10 @@ def test_the_stamp_reads_the_commit_and_whether_the_tree_is_dirty(tmp_path: Path
     declared = {"ISOZYME_SOURCE_COMMIT": head, "ISOZYME_SOURCE_DIRTY": "0"}  # a copy sent elsewhere
     assert results.source_state(outside, declared) == (head, False)
     assert results.source_state(outside, {"ISOZYME_SOURCE_COMMIT": "main"}) == (None, None)
+    assert results.source_state(repository / "isozyme", {}) == (head, True)  # a checkout says what it is itself
+    # ... unless the sender of a copy declares it: the copy may lie over a stale checkout of its own
     assert results.source_state(repository / "isozyme", {**declared, "ISOZYME_SOURCE_COMMIT": "0" * 40}) == \
-        (head, True)  # a checkout says what it is itself
+        ("0" * 40, False)
 
 
 def test_the_stamp_of_this_run(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -132,13 +132,14 @@ def git_state(directory: Path) -> tuple[str | None, bool | None]:
 
 
 def source_state(directory: Path, environ: Mapping[str, str]) -> tuple[str | None, bool | None]:
-    """`git_state(directory)`; outside a checkout, the commit and dirtiness `environ` declares for a copy of
-    one (module docstring), (None, None) without them."""
-    commit, dirty = git_state(directory)
+    """The commit and dirtiness `environ` declares for a copy of a checkout (module docstring), else
+    `git_state(directory)`, else (None, None). A declaration comes first: a copy sent to another machine may
+    carry a stale `.git` of that machine's own (on the device machine, the checkout the copy was laid over),
+    whose HEAD is not the code that runs."""
     declared = environ.get("ISOZYME_SOURCE_COMMIT", "")
-    if commit is None and re.fullmatch(r"[0-9a-f]{40}", declared):
+    if re.fullmatch(r"[0-9a-f]{40}", declared):
         return declared, {"0": False, "1": True}.get(environ.get("ISOZYME_SOURCE_DIRTY", ""))
-    return commit, dirty
+    return git_state(directory)
 
 
 @functools.cache
